@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from django.http import HttpRequest
+
+from hub.errors import HubError, error_response
+
+
+class TokenAuthMiddleware:
+    """`Authorization: Bearer <token>` → request.user and request.api_token (None for sessions).
+
+    A token that is present but wrong is an error at once (401): silently treating the caller as
+    anonymous would turn "your token is wrong" into a misleading "repo not found"."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest):
+        request.api_token = None
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if header[:7].lower() == "bearer ":
+            from hub.accounts.services import authenticate_token
+
+            try:
+                row = authenticate_token(header[7:].strip())
+            except HubError as err:
+                return error_response(err)
+            request.api_token = row
+            request.user = row.user
+            request._dont_enforce_csrf_checks = True
+        return self.get_response(request)

@@ -1,0 +1,73 @@
+"""Accounts, namespaces and tokens: the only code that writes them."""
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from hub.accounts.models import ApiToken, Membership, Namespace
+from hub.errors import BadRequest, Unauthorized
+from hub.repos.validation import check_name
+
+TOKEN_PREFIX = "hub_"
+User = get_user_model()
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@transaction.atomic
+def do_ensure_user(username: str, *, email: str = "") -> User:
+    """The user with this name, created (with its namespace) if missing."""
+    check_name(username, what="user name")
+    user, _ = User.objects.get_or_create(username=username, defaults={"email": email})
+    ns = Namespace.objects.filter(name=username).first()
+    if ns is None:
+        Namespace.objects.create(name=username, kind=Namespace.USER, user=user)
+    elif ns.user_id != user.id:
+        raise BadRequest(f"the name {username!r} is taken by an organisation")
+    return user
+
+
+@transaction.atomic
+def do_create_org(name: str, owner: User) -> Namespace:
+    check_name(name, what="organisation name")
+    if Namespace.objects.filter(name=name).exists():
+        raise BadRequest(f"the name {name!r} is taken")
+    ns = Namespace.objects.create(name=name, kind=Namespace.ORG)
+    Membership.objects.create(namespace=ns, user=owner, role=Membership.ADMIN)
+    return ns
+
+
+def do_create_token(user: User, *, name: str = "token", read_only: bool = False) -> str:
+    """Creates a token and returns it; this is the only time the token text exists."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(30)
+    ApiToken.objects.create(user=user, name=name, prefix=token[:10], digest=hash_token(token),
+                            read_only=read_only)
+    return token
+
+
+def authenticate_token(token: str) -> ApiToken:
+    """The live token row for this token text, or Unauthorized."""
+    row = (ApiToken.objects.select_related("user").filter(digest=hash_token(token), revoked_at=None).first()
+           if token.startswith(TOKEN_PREFIX) else None)
+    if row is None or not row.user.is_active:
+        raise Unauthorized("Invalid credentials in Authorization header")
+    now = timezone.now()
+    # Record use at most once a minute: a write per request would serialise every read on SQLite.
+    if row.last_used is None or now - row.last_used > timedelta(minutes=1):
+        ApiToken.objects.filter(pk=row.pk).update(last_used=now)
+    return row
+
+
+def revoke_token(token_row: ApiToken) -> None:
+    ApiToken.objects.filter(pk=token_row.pk, revoked_at=None).update(revoked_at=timezone.now())
+
+
+def user_orgs(user: User) -> list[Namespace]:
+    return list(Namespace.objects.filter(kind=Namespace.ORG, memberships__user=user).order_by("name"))

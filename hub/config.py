@@ -1,0 +1,65 @@
+"""Reading settings from the environment: small helpers that fail loudly on nonsense."""
+from __future__ import annotations
+
+import os
+import re
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "PIB": 2**50}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def parse_size(text: str) -> int:
+    """'50GB' -> 50_000_000_000, '1.5 GiB' -> 1610612736, '1024' -> 1024."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).upper() not in _UNITS:
+        raise ConfigError(f"not a size: {text!r} (use e.g. 50GB, 500MiB or a number of bytes)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def format_size(n: int) -> str:
+    """Decimal units, as the quota messages use them: 49.2 GB."""
+    for unit, factor in (("PB", 10**15), ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if abs(n) >= factor:
+            value = n / factor
+            return f"{value:.1f} {unit}".replace(".0 ", " ")
+    return f"{n} B"
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """A variable, or NAME_FILE's contents (for secrets mounted as files)."""
+    if name in os.environ:
+        return os.environ[name]
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        with open(path) as fh:
+            return fh.read().strip()
+    return default
+
+
+def envbool(name: str, default: bool = False) -> bool:
+    value = env(name)
+    if value is None or value == "":
+        return default
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be true or false, not {value!r}")
+
+
+def envint(name: str, default: int) -> int:
+    value = env(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, not {value!r}") from None
+
+
+def envsize(name: str, default: str) -> int:
+    return parse_size(env(name) or default)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class HfApiConfig(AppConfig):
+    name = "hub.hfapi"
+    label = "hfapi"

@@ -1,0 +1,793 @@
+"""The Hugging Face Hub HTTP protocol, as a thin adapter over hub.repos.services.
+
+Every view parses, authorizes through an access_* function, calls one service and renders. Errors
+are HubError subclasses; the middleware turns them into the status + X-Error-Code pairs that
+huggingface_hub maps to its own exceptions."""
+from __future__ import annotations
+
+import base64
+import binascii
+import fnmatch
+import itertools
+import json
+import os
+from urllib.parse import quote, urlencode
+
+from django.conf import settings
+from django.core import signing
+from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
+
+from hub.accounts.services import user_orgs
+from hub.errors import BadRequest, EntryNotFound, HubError, NotFound, RangeNotSatisfiable, RepoNotFound, \
+    Unauthorized
+from hub.hfapi import serializers as ser
+from hub.repos import blobs, services, trees
+from hub.repos.models import Repo, UploadSession
+from hub.repos.services import Actor
+from hub.repos.validation import check_dir_path, check_path
+
+TYPES = {"models": Repo.MODEL, "datasets": Repo.DATASET, "": Repo.MODEL}
+PAGE = 1000
+PAGE_EXPANDED = 50
+LFS_JSON = "application/vnd.git-lfs+json"
+XET_WARNING = ("xet; This hub has no Xet support: set HF_HUB_DISABLE_XET=1 to upload files of "
+               f"{settings.HUB_LFS_THRESHOLD // 10**6} MB or more (or use `hub push`)")
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+def repo_type(prefix: str) -> str:
+    t = TYPES.get(prefix.rstrip("/"))
+    if t is None:
+        raise RepoNotFound(f"repo type {prefix!r} is not served by this hub (models and datasets are)")
+    return t
+
+
+def base_url(request: HttpRequest) -> str:
+    if settings.HUB_PUBLIC_URL:
+        return settings.HUB_PUBLIC_URL.rstrip("/")
+    return f"{request.scheme}://{request.get_host()}"
+
+
+def repo_url(request: HttpRequest, repo: Repo) -> str:
+    prefix = "datasets/" if repo.type == Repo.DATASET else ""
+    return f"{base_url(request)}/{prefix}{repo.repo_id}"
+
+
+def read_json(request: HttpRequest) -> dict:
+    try:
+        data = json.loads(request.body or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return data
+
+
+def flag(request: HttpRequest, name: str, default: bool = False) -> bool:
+    value = request.GET.get(name)
+    if value is None:
+        return default
+    return value.lower() in ("1", "true", "yes")
+
+
+def _repo(request: HttpRequest, prefix: str, ns: str, name: str, *, write: bool = False) -> Repo:
+    return services.access_repo(Actor.from_request(request), repo_type(prefix), ns, name, write=write)
+
+
+def _paginate(request: HttpRequest, response: HttpResponse, params: dict) -> None:
+    query = request.GET.copy()
+    for k, v in params.items():
+        query[k] = v
+    response["Link"] = f'<{base_url(request)}{request.path}?{query.urlencode()}>; rel="next"'
+
+
+def _encode_cursor(path: str) -> str:
+    return base64.urlsafe_b64encode(path.encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(cursor.encode()).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise BadRequest("invalid cursor") from None
+
+
+# --- account ----------------------------------------------------------------------------------------
+
+@require_http_methods(["GET"])
+def whoami(request: HttpRequest) -> JsonResponse:
+    if not request.user.is_authenticated:
+        raise Unauthorized("Invalid credentials in Authorization header: no token was sent")
+    user = request.user
+    token = request.api_token
+    return JsonResponse({
+        "type": "user",
+        "id": str(user.pk),
+        "name": user.username,
+        "fullname": user.get_full_name() or user.username,
+        "email": user.email or None,
+        "isPro": False,
+        "orgs": [{"type": "org", "name": ns.name, "fullname": ns.fullname or ns.name} for ns in user_orgs(user)],
+        "auth": {"type": "access_token", "accessToken": {
+            "displayName": token.name if token else "session",
+            "role": "read" if token and token.read_only else "write"}},
+    })
+
+
+# --- repos ------------------------------------------------------------------------------------------
+
+def _visibility(data: dict) -> bool:
+    if "visibility" in data:
+        if data["visibility"] not in ("public", "private"):
+            raise BadRequest("visibility must be 'public' or 'private'")
+        return data["visibility"] == "private"
+    return bool(data.get("private", False))
+
+
+def _type_from_body(data: dict) -> str:
+    t = data.get("type") or "model"
+    if t not in (Repo.MODEL, Repo.DATASET):
+        raise BadRequest(f"unsupported repo type {t!r}: this hub serves model and dataset repos")
+    return t
+
+
+def _split_name(data: dict) -> tuple[str | None, str]:
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise BadRequest("'name' is required")
+    org = data.get("organization")
+    if "/" in name:
+        org, name = name.split("/", 1)
+    return org, name
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def create_repo(request: HttpRequest) -> JsonResponse:
+    data = read_json(request)
+    org, name = _split_name(data)
+    t = _type_from_body(data)
+    actor = Actor.from_request(request)
+    try:
+        repo = services.do_create_repo(actor, org, name, t, private=_visibility(data))
+    except HubError as err:
+        if err.status == 409:
+            ns = org or (actor.user.username if actor.user else "")
+            existing = Repo.objects.select_related("namespace").filter(type=t, namespace__name=ns, name=name).first()
+            if existing is not None:
+                # exist_ok clients read `url` from the 409 body
+                return JsonResponse({"error": err.message, "url": repo_url(request, existing)}, status=409)
+        raise
+    return JsonResponse({"url": repo_url(request, repo), "name": repo.repo_id, "id": repo.repo_id})
+
+
+@csrf_exempt
+@require_http_methods(["DELETE"])
+def delete_repo(request: HttpRequest) -> JsonResponse:
+    data = read_json(request)
+    org, name = _split_name(data)
+    actor = Actor.from_request(request)
+    ns = org or (actor.user.username if actor.user else "")
+    repo = services.access_repo(actor, _type_from_body(data), ns, name, write=True)
+    services.do_delete_repo(actor, repo)
+    return JsonResponse({})
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def move_repo(request: HttpRequest) -> JsonResponse:
+    data = read_json(request)
+    src, dst = data.get("fromRepo", ""), data.get("toRepo", "")
+    if src.count("/") != 1 or dst.count("/") != 1:
+        raise BadRequest("fromRepo and toRepo must be of the form namespace/name")
+    actor = Actor.from_request(request)
+    repo = services.access_repo(actor, _type_from_body(data), *src.split("/"), write=True)
+    repo = services.do_move_repo(actor, repo, *dst.split("/"))
+    return JsonResponse({"url": repo_url(request, repo)})
+
+
+@csrf_exempt
+@require_http_methods(["PUT"])
+def repo_settings(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    data = read_json(request)
+    repo = _repo(request, prefix, ns, name, write=True)
+    private = _visibility(data) if ("visibility" in data or "private" in data) else None
+    if data.get("gated") not in (None, False):
+        raise BadRequest("gated repos are not supported by this hub yet")
+    repo = services.do_update_settings(Actor.from_request(request), repo, private=private)
+    return JsonResponse({"private": repo.private, "gated": False})
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def validate_yaml(request: HttpRequest) -> JsonResponse:
+    data = read_json(request)
+    errors = services.validate_card(str(data.get("content", "")))
+    return JsonResponse({"errors": [{"message": e} for e in errors], "warnings": []},
+                        status=400 if errors else 200)
+
+
+@require_http_methods(["GET"])
+def list_repos(request: HttpRequest, prefix: str) -> JsonResponse:
+    t = repo_type(prefix)
+    qs = services.visible_repos(request.user if request.user.is_authenticated else None).filter(type=t)
+    search = request.GET.get("search")
+    if search:
+        qs = qs.filter(name__icontains=search.split("/")[-1]) if "/" not in search else qs.filter(
+            namespace__name__iexact=search.split("/")[0], name__icontains=search.split("/", 1)[1])
+    author = request.GET.get("author")
+    if author:
+        qs = qs.filter(namespace__name=author)
+    sort = {"downloads": "downloads", "likes": "likes", "lastModified": "last_modified",
+            "last_modified": "last_modified", "createdAt": "created", "created_at": "created",
+            "id": "name"}.get(request.GET.get("sort", ""), "id")
+    desc = request.GET.get("direction") == "-1" or sort in ("downloads", "likes", "last_modified", "created")
+    qs = qs.order_by(("-" if desc else "") + sort, "id")
+    limit = _int(request.GET.get("limit"), None)
+    offset = _int(request.GET.get("offset"), 0)
+    page_size = 100 if limit is None else min(limit, 1000)
+    rows = list(qs[offset:offset + page_size + 1])
+    more = len(rows) > page_size
+    rows = rows[:page_size]
+    resp = JsonResponse([ser.repo_info(r, None) | {"sha": r.head_sha or None} for r in rows], safe=False)
+    if more and limit is None:
+        _paginate(request, resp, {"offset": str(offset + page_size)})
+    return resp
+
+
+def _int(value: str | None, default):
+    if value in (None, ""):
+        return default
+    try:
+        n = int(value)
+    except ValueError:
+        raise BadRequest(f"expected an integer, got {value!r}") from None
+    if n < 0:
+        raise BadRequest(f"expected a non-negative integer, got {value!r}")
+    return n
+
+
+def _expand(request: HttpRequest) -> list[str]:
+    return request.GET.getlist("expand") + request.GET.getlist("expand[]")
+
+
+@require_http_methods(["GET"])
+def repo_info(request: HttpRequest, prefix: str, ns: str, name: str, rev: str | None = None) -> JsonResponse:
+    repo = _repo(request, prefix, ns, name)
+    commit = services.resolve_revision(repo, rev)
+    with_blobs = flag(request, "blobs")
+    store = trees.NodeStore()
+    siblings = [ser.sibling(path, e, with_blobs) for path, e in trees.walk(store, commit.tree) if not e.is_dir]
+    expand = _expand(request)
+    info = ser.repo_info(repo, commit, siblings=siblings, expand=expand or None)
+    if "xetEnabled" in expand:
+        info["xetEnabled"] = False
+    return JsonResponse(info)
+
+
+# --- trees ------------------------------------------------------------------------------------------
+
+def _last_commits(repo: Repo, head, paths: list[str]) -> dict[str, dict]:
+    """For each path, the newest commit that changed it (walking back at most 100 commits)."""
+    commits, _ = services.history(repo, head, 0, 100)
+    store = trees.NodeStore()
+    out: dict[str, dict] = {}
+    current = {p: trees.resolve(store, head.tree, p) for p in paths}
+    pending = set(paths)
+    for i, commit in enumerate(commits):
+        nxt = commits[i + 1] if i + 1 < len(commits) else None
+        for p in list(pending):
+            before = trees.resolve(store, nxt.tree, p) if nxt else None
+            if nxt is None or before != current[p]:
+                out[p] = ser.last_commit(commit)
+                pending.discard(p)
+        if not pending:
+            break
+    for p in pending:
+        out[p] = ser.last_commit(commits[-1])
+    return out
+
+
+@require_http_methods(["GET"])
+def tree(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: str = "") -> JsonResponse:
+    repo = _repo(request, prefix, ns, name)
+    commit = services.resolve_revision(repo, rev)
+    try:
+        path = check_dir_path(path)
+    except HubError:
+        raise EntryNotFound(f"{path!r} is not a valid path", headers={"X-Repo-Commit": commit.oid}) from None
+    store = trees.NodeStore()
+    entry = trees.resolve(store, commit.tree, path)
+    if entry is None or not entry.is_dir:
+        raise EntryNotFound(f"directory {path!r} not found in {repo.repo_id} at {commit.oid[:12]}",
+                            headers={"X-Repo-Commit": commit.oid})
+    expand = flag(request, "expand")
+    limit = min(_int(request.GET.get("limit"), PAGE_EXPANDED if expand else PAGE),
+                PAGE_EXPANDED if expand else PAGE) or 1
+    cursor = request.GET.get("cursor")
+    after = _decode_cursor(cursor) if cursor else None
+    base = f"{path}/" if path else ""
+    if flag(request, "recursive"):
+        items = trees.walk(store, entry.ref, base, after.split("/") if after else None)
+    else:
+        items = ((base + e.name, e) for e in trees.list_dir(store, entry.ref, after=after))
+    page = list(itertools.islice(items, limit + 1))
+    more = len(page) > limit
+    page = page[:limit]
+    out = [ser.tree_entry(p, e) for p, e in page]
+    if expand and out:
+        last = _last_commits(repo, commit, [p for p, _ in page])
+        for item in out:
+            item["lastCommit"] = last[item["path"]]
+    resp = JsonResponse(out, safe=False)
+    if more:
+        _paginate(request, resp, {"cursor": _encode_cursor(page[-1][0][len(base):])})
+    return resp
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def paths_info(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> JsonResponse:
+    repo = _repo(request, prefix, ns, name)
+    commit = services.resolve_revision(repo, rev)
+    if request.content_type == "application/json":
+        data = read_json(request)
+        paths, expand = data.get("paths", []), bool(data.get("expand"))
+    else:
+        paths, expand = request.POST.getlist("paths"), request.POST.get("expand", "").lower() == "true"
+    if not isinstance(paths, list) or len(paths) > 10_000:
+        raise BadRequest("'paths' must be a list of at most 10000 paths")
+    store = trees.NodeStore()
+    found = []
+    for p in paths:
+        try:
+            p = check_dir_path(str(p))
+        except HubError:
+            continue
+        entry = trees.resolve(store, commit.tree, p) if p else None
+        if entry is not None:
+            found.append((p, entry))
+    out = [ser.tree_entry(p, e) for p, e in found]
+    if expand and out:
+        last = _last_commits(repo, commit, [p for p, _ in found])
+        for item in out:
+            item["lastCommit"] = last[item["path"]]
+    return JsonResponse(out, safe=False)
+
+
+# --- refs and history -------------------------------------------------------------------------------
+
+@require_http_methods(["GET"])
+def refs(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    repo = _repo(request, prefix, ns, name)
+    branches, tags = services.list_refs(repo)
+    return JsonResponse({
+        "branches": [{"name": r.name, "ref": f"refs/heads/{r.name}", "targetCommit": r.commit.oid} for r in branches],
+        "tags": [{"name": r.name, "ref": f"refs/tags/{r.name}", "targetCommit": r.commit.oid} for r in tags],
+        "converts": [],
+        "pullRequests": [] if flag(request, "include_prs") else None,
+    })
+
+
+@require_http_methods(["GET"])
+def commits(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> JsonResponse:
+    repo = _repo(request, prefix, ns, name)
+    head = services.resolve_revision(repo, rev)
+    page = _int(request.GET.get("p"), 0)
+    limit = min(_int(request.GET.get("limit"), 50), 1000) or 50
+    rows, total = services.history(repo, head, page * limit, limit)
+    resp = JsonResponse([ser.commit_info(c) for c in rows], safe=False)
+    if (page + 1) * limit < total:
+        _paginate(request, resp, {"p": str(page + 1)})
+    resp["X-Total-Count"] = str(total)
+    return resp
+
+
+@csrf_exempt
+@require_http_methods(["POST", "DELETE"])
+def branch(request: HttpRequest, prefix: str, ns: str, name: str, branch: str) -> JsonResponse:
+    repo = _repo(request, prefix, ns, name, write=True)
+    actor = Actor.from_request(request)
+    if request.method == "DELETE":
+        services.do_delete_branch(actor, repo, branch)
+        return JsonResponse({})
+    data = read_json(request)
+    if data.get("emptyBranch"):
+        raise BadRequest("empty branches are not supported; start from a revision")
+    services.do_create_branch(actor, repo, branch, data.get("startingPoint"))
+    return JsonResponse({})
+
+
+@csrf_exempt
+@require_http_methods(["POST", "DELETE"])
+def tag(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> JsonResponse:
+    repo = _repo(request, prefix, ns, name, write=True)
+    actor = Actor.from_request(request)
+    if request.method == "DELETE":
+        services.do_delete_tag(actor, repo, rev)
+        return JsonResponse({})
+    data = read_json(request)
+    if not isinstance(data.get("tag"), str):
+        raise BadRequest("'tag' is required")
+    services.do_create_tag(actor, repo, data["tag"], rev, str(data.get("message") or ""))
+    return JsonResponse({})
+
+
+# --- downloads --------------------------------------------------------------------------------------
+
+def _parse_range(header: str, size: int) -> tuple[int, int] | None:
+    """Single byte range → (start, end exclusive); None means 'serve the whole file'."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    spec = header[6:].strip()
+    first, _, last = spec.partition("-")
+    try:
+        if first == "":
+            n = int(last)
+            if n <= 0:
+                return None
+            return max(0, size - n), size
+        start = int(first)
+        end = int(last) + 1 if last else size
+    except ValueError:
+        return None
+    if start >= size:
+        raise RangeNotSatisfiable(f"range start {start} is beyond the file size {size}",
+                                  headers={"Content-Range": f"bytes */{size}"})
+    if end <= start:
+        return None
+    return start, min(end, size)
+
+
+@csrf_exempt
+@require_http_methods(["GET", "HEAD"])
+def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: str) -> HttpResponse:
+    repo = _repo(request, prefix, ns, name)
+    commit = services.resolve_revision(repo, rev)
+    entry = services.file_at(repo, commit, path)
+    etag = entry.ref if entry.lfs else entry.git_oid
+    headers = {
+        "X-Repo-Commit": commit.oid,
+        "X-Linked-Etag": f'"{etag}"',
+        "X-Linked-Size": str(entry.size),
+        "ETag": f'"{etag}"',
+        "Accept-Ranges": "bytes",
+        # Immutable when addressed by commit; a branch may move.
+        "Cache-Control": ("public, max-age=31536000, immutable" if rev == commit.oid and not repo.private
+                          else "private, no-cache"),
+    }
+    filename = path.rsplit("/", 1)[-1]
+    if request.method == "HEAD":
+        resp = HttpResponse(status=200, content_type="application/octet-stream")
+        for k, v in headers.items():
+            resp[k] = v
+        resp["Content-Length"] = str(entry.size)
+        return resp
+    if path in ("config.json", "README.md") and "HTTP_RANGE" not in request.META:
+        services.count_download(repo)
+    store = blobs.object_store()
+    key = blobs.blob_key(entry.ref)
+    url = store.presign_get(key, expires=settings.HUB_PRESIGN_SECONDS, filename=filename)
+    if url:
+        resp = HttpResponse(status=302)
+        resp["Location"] = url
+        for k, v in headers.items():
+            resp[k] = v
+        resp["Cache-Control"] = "no-store"
+        return resp
+    return _serve_local(request, store.local_path(key), entry.size, headers, filename)
+
+
+def _serve_local(request: HttpRequest, path: str, size: int, headers: dict, filename: str) -> HttpResponse:
+    rng = _parse_range(request.META.get("HTTP_RANGE", ""), size)
+    start, end = rng if rng else (0, size)
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise NotFound("the bytes of this file are missing from the object store; tell the operator") from None
+    if end == size:
+        # To the end of the file: FileResponse lets gunicorn use sendfile.
+        fh.seek(start)
+        resp = FileResponse(fh, content_type="application/octet-stream")
+    else:
+        fh.seek(start)
+        resp = StreamingHttpResponse(_limited(fh, end - start), content_type="application/octet-stream")
+    resp.status_code = 206 if rng else 200
+    for k, v in headers.items():
+        resp[k] = v
+    resp["Content-Length"] = str(end - start)
+    if rng:
+        resp["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+    resp["Content-Disposition"] = f'inline; filename="{quote(filename)}"'
+    return resp
+
+
+def _limited(fh, remaining: int):
+    with fh:
+        while remaining > 0:
+            chunk = fh.read(min(1 << 20, remaining))
+            if not chunk:
+                return
+            remaining -= len(chunk)
+            yield chunk
+
+
+# --- uploads ----------------------------------------------------------------------------------------
+
+def _gitignore_match(path: str, patterns: list[str]) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatch(path, p.lstrip("/")) or fnmatch.fnmatch(name, p) for p in patterns)
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def preupload(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> JsonResponse:
+    repo = _repo(request, prefix, ns, name, write=True)
+    data = read_json(request)
+    files = data.get("files")
+    if not isinstance(files, list):
+        raise BadRequest("'files' must be a list")
+    try:
+        commit = services.resolve_revision(repo, rev)
+    except HubError:
+        commit = None  # a branch about to be created: nothing there yet
+    ignore = [ln.strip() for ln in str(data.get("gitIgnore") or "").splitlines()
+              if ln.strip() and not ln.startswith("#")]
+    store = trees.NodeStore()
+    out = []
+    any_lfs = False
+    for f in files:
+        if not isinstance(f, dict) or not isinstance(f.get("path"), str):
+            raise BadRequest("each file needs a 'path'")
+        path = check_path(f["path"])
+        size = f.get("size", 0)
+        if not isinstance(size, int) or size < 0:
+            raise BadRequest(f"invalid size for {path!r}")
+        mode = "lfs" if size >= settings.HUB_LFS_THRESHOLD else "regular"
+        any_lfs |= mode == "lfs"
+        entry = trees.resolve(store, commit.tree, path) if commit else None
+        oid = None
+        if entry is not None and not entry.is_dir:
+            oid = entry.ref if mode == "lfs" else (entry.git_oid if not entry.lfs else None)
+        out.append({"path": path, "uploadMode": mode, "shouldIgnore": _gitignore_match(path, ignore), "oid": oid})
+    resp = JsonResponse({"files": out, "commitOid": commit.oid if commit else None})
+    if any_lfs:
+        resp["X-HF-Warning"] = XET_WARNING
+    return resp
+
+
+def _sign(payload: dict) -> str:
+    return signing.dumps(payload, salt="hub.lfs", compress=True)
+
+
+def _unsign(token: str, max_age: int) -> dict:
+    try:
+        return signing.loads(token, salt="hub.lfs", max_age=max_age)
+    except signing.SignatureExpired:
+        raise NotFound("this upload URL has expired; start the upload again") from None
+    except signing.BadSignature:
+        raise NotFound("this upload URL is not valid") from None
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    if not request.user.is_authenticated:
+        raise Unauthorized("LFS requires a token: pass one with write access")
+    data = read_json(request)
+    operation = data.get("operation")
+    if operation not in ("upload", "download"):
+        raise BadRequest("operation must be 'upload' or 'download'")
+    repo = _repo(request, prefix, ns, name, write=operation == "upload")
+    objects = data.get("objects")
+    if not isinstance(objects, list) or len(objects) > 1000:
+        raise BadRequest("'objects' must be a list of at most 1000 objects")
+    store = blobs.object_store()
+    base = base_url(request)
+    lfs_base = f"{base}/{'datasets/' if repo.type == Repo.DATASET else ''}{repo.repo_id}.git/info/lfs"
+    out = []
+    for obj in objects:
+        oid, size = obj.get("oid") if isinstance(obj, dict) else None, obj.get("size") if isinstance(obj, dict) else None
+        try:
+            blobs.check_sha256(oid)
+            if not isinstance(size, int) or size < 0:
+                raise BadRequest(f"invalid size for {oid}")
+        except HubError as err:
+            out.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
+                        "error": {"code": 422, "message": err.message}})
+            continue
+        item = {"oid": oid, "size": size}
+        blob = blobs.stored_blob(oid)
+        if operation == "download":
+            if blob is None:
+                item["error"] = {"code": 404, "message": "object not found"}
+            else:
+                url = (store.presign_get(blobs.blob_key(oid), expires=settings.HUB_PRESIGN_SECONDS)
+                       or f"{base}/lfs/objects/{_sign({'o': oid})}")
+                item["actions"] = {"download": {"href": url, "expires_in": settings.HUB_PRESIGN_SECONDS}}
+        elif blob is None:
+            verify = {"href": f"{lfs_base}/verify"}
+            if size < blobs.MIN_PART * 2 or size <= settings.HUB_MULTIPART_CHUNK:
+                url = (store.presign_put(blobs.blob_key(oid), expires=settings.HUB_PRESIGN_SECONDS, size=size)
+                       or f"{base}/lfs/upload/{_sign({'o': oid, 'z': size})}")
+                item["actions"] = {"upload": {"href": url}, "verify": verify}
+            else:
+                session = blobs.open_session(sha256=oid, size=size, repo=repo, user=request.user)
+                header = {"chunk_size": str(session.part_size)}
+                for n in range(1, session.part_count + 1):
+                    header[str(n)] = (store.presign_part(session.key, session.store_upload_id, n,
+                                                         expires=86400)
+                                      or f"{base}/lfs/part/{_sign({'s': str(session.id), 'n': n})}")
+                item["actions"] = {"upload": {"href": f"{base}/lfs/complete/{_sign({'s': str(session.id)})}",
+                                              "header": header},
+                                   "verify": verify}
+        out.append(item)
+    return JsonResponse({"transfer": "basic", "objects": out, "hash_algo": "sha256"}, content_type=LFS_JSON)
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def lfs_verify(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    _repo(request, prefix, ns, name, write=True)
+    data = read_json(request)
+    oid, size = data.get("oid"), data.get("size")
+    blobs.check_sha256(oid)
+    if not isinstance(size, int):
+        raise BadRequest("'size' must be an integer")
+    blob = blobs.verify_stored(oid, size)
+    return JsonResponse({"oid": blob.sha256, "size": blob.size}, content_type=LFS_JSON)
+
+
+@csrf_exempt
+@require_http_methods(["PUT"])
+def lfs_upload(request: HttpRequest, token: str) -> HttpResponse:
+    """Local backend: a basic LFS upload straight into the hub, which verifies as it stores."""
+    claims = _unsign(token, max_age=settings.HUB_PRESIGN_SECONDS)
+    length = _content_length(request)
+    if length != claims["z"]:
+        raise BadRequest(f"this upload expects {claims['z']} bytes, the request has {length}")
+    blobs.ingest_stream_verified(request, claims["o"], claims["z"])
+    return HttpResponse(status=200)
+
+
+@csrf_exempt
+@require_http_methods(["PUT"])
+def lfs_part(request: HttpRequest, token: str) -> HttpResponse:
+    claims = _unsign(token, max_age=86400)
+    session = blobs.access_session(claims["s"])
+    expected = blobs.part_length(session, claims["n"])
+    length = _content_length(request)
+    if length != expected:
+        raise BadRequest(f"part {claims['n']} must be {expected} bytes, the request has {length}")
+    etag = blobs.object_store().put_part(session.key, session.store_upload_id, claims["n"], request, length)
+    resp = HttpResponse(status=200)
+    resp["ETag"] = etag
+    return resp
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def lfs_complete(request: HttpRequest, token: str) -> JsonResponse:
+    claims = _unsign(token, max_age=86400)
+    session = UploadSession.objects.filter(pk=claims["s"]).first()
+    if session is not None and session.state == UploadSession.DONE:
+        return JsonResponse({"oid": session.sha256, "size": session.size}, content_type=LFS_JSON)
+    session = blobs.access_session(claims["s"])
+    data = read_json(request)
+    if data.get("oid") not in (None, session.sha256):
+        raise BadRequest("the oid does not match this upload")
+    parts = [(int(p.get("partNumber", 0)), str(p.get("etag", ""))) for p in data.get("parts", [])
+             if isinstance(p, dict)]
+    blob = blobs.complete_session(session, parts)
+    return JsonResponse({"oid": blob.sha256, "size": blob.size}, content_type=LFS_JSON)
+
+
+@require_http_methods(["GET"])
+def lfs_object(request: HttpRequest, token: str) -> HttpResponse:
+    claims = _unsign(token, max_age=settings.HUB_PRESIGN_SECONDS)
+    blob = blobs.stored_blob(claims["o"])
+    if blob is None:
+        raise NotFound("object not found")
+    store = blobs.object_store()
+    return _serve_local(request, store.local_path(blobs.blob_key(blob.sha256)), blob.size, {}, blob.sha256)
+
+
+def _content_length(request: HttpRequest) -> int:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or "")
+    except ValueError:
+        raise BadRequest("Content-Length is required") from None
+
+
+@require_http_methods(["GET"])
+def xet_token(request: HttpRequest, **kwargs) -> JsonResponse:
+    raise HubError("This hub has no Xet support: set HF_HUB_DISABLE_XET=1 (or use `hub push`) to upload "
+                   f"files of {settings.HUB_LFS_THRESHOLD // 10**6} MB or more")
+
+
+# --- commits ----------------------------------------------------------------------------------------
+
+def _parse_commit_lines(request: HttpRequest) -> tuple[dict, list[tuple[str, dict]]]:
+    header = None
+    ops: list[tuple[str, dict]] = []
+    for lineno, raw in enumerate(request, start=1):
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            item = json.loads(raw)
+            key, value = item["key"], item["value"]
+        except (ValueError, KeyError, TypeError):
+            raise BadRequest(f"line {lineno} of the commit payload is not a {{\"key\", \"value\"}} JSON object") \
+                from None
+        if not isinstance(value, dict):
+            raise BadRequest(f"line {lineno}: 'value' must be an object")
+        if key == "header":
+            header = value
+        elif key in ("file", "lfsFile", "deletedFile", "deletedFolder", "copyFile"):
+            if not isinstance(value.get("path"), str):
+                raise BadRequest(f"line {lineno}: {key} needs a 'path'")
+            ops.append((key, value))
+        else:
+            raise BadRequest(f"line {lineno}: unknown operation {key!r}")
+    if header is None:
+        raise BadRequest("the commit payload has no header line")
+    return header, ops
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def commit(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> JsonResponse:
+    repo = _repo(request, prefix, ns, name, write=True)
+    if flag(request, "create_pr"):
+        raise BadRequest("pull requests are not supported by this hub; commit to a branch")
+    actor = Actor.from_request(request)
+    if request.content_type == "application/json":  # very old clients
+        data = read_json(request)
+        header = {"summary": data.get("summary"), "description": data.get("description"),
+                  "parentCommit": data.get("parentCommit")}
+        ops = [("file", f) for f in data.get("files", [])] + [("lfsFile", f) for f in data.get("lfsFiles", [])] \
+            + [("deletedFile", f) for f in data.get("deletedFiles", [])]
+    else:
+        header, ops = _parse_commit_lines(request)
+    # Validate every path before storing any byte.
+    for _, value in ops:
+        check_path(value["path"].rstrip("/"))
+    decoded = {}
+    for i, (key, value) in enumerate(ops):
+        if key == "file":
+            if value.get("encoding", "base64") != "base64":
+                raise BadRequest(f"{value['path']}: only base64 encoding is supported")
+            try:
+                decoded[i] = base64.b64decode(value.get("content", ""), validate=True)
+            except (binascii.Error, ValueError):
+                raise BadRequest(f"{value['path']}: content is not valid base64") from None
+        elif key == "lfsFile":
+            blobs.check_sha256(value.get("oid"))
+    cops = services.CommitOps()
+    for i, (key, value) in enumerate(ops):
+        path = value["path"]
+        if key == "file":
+            cops.add_inline(path, decoded[i])
+        elif key == "lfsFile":
+            size = value.get("size")
+            cops.add_lfs(path, value["oid"], size if isinstance(size, int) else None)
+        elif key == "deletedFile":
+            cops.delete(path)
+        elif key == "deletedFolder":
+            cops.delete_folder(path)
+        elif key == "copyFile":
+            src_commit = services.resolve_revision(repo, value.get("srcRevision") or rev)
+            cops.add_copy(path, services.file_at(repo, src_commit, check_path(str(value.get("srcPath", "")))))
+    new = services.do_commit(actor, repo, rev, cops, title=str(header.get("summary") or ""),
+                             message=str(header.get("description") or ""),
+                             parent_commit=header.get("parentCommit"))
+    return JsonResponse({"commitUrl": f"{repo_url(request, repo)}/commit/{new.oid}", "commitOid": new.oid,
+                         "pullRequestUrl": None})
+
+
+def not_found(request: HttpRequest, path: str = "") -> JsonResponse:
+    raise NotFound(f"no such endpoint: {request.method} /{path}")

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ReposConfig(AppConfig):
+    name = "hub.repos"
+    label = "repos"

@@ -1,0 +1,130 @@
+"""Versioned repos on content-addressed storage.
+
+Bytes live in the object store under their sha256 (Blob). A commit points at a root tree; trees are
+immutable, content-addressed TreeNode rows (see trees.py), so a commit that changes k files writes
+O(k · depth) rows and shares everything else with its parent."""
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from hub.accounts.models import Namespace
+
+
+class Repo(models.Model):
+    MODEL, DATASET = "model", "dataset"
+    TYPES = [(MODEL, "model"), (DATASET, "dataset")]
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="repos")
+    name = models.CharField(max_length=96)
+    type = models.CharField(max_length=8, choices=TYPES, default=MODEL)
+    private = models.BooleanField(default=False)
+    default_branch = models.CharField(max_length=200, default="main")
+    created = models.DateTimeField(auto_now_add=True)
+    last_modified = models.DateTimeField(auto_now_add=True)
+    downloads = models.BigIntegerField(default=0)
+    likes = models.IntegerField(default=0)
+    # From the README card's YAML front matter on the default branch, refreshed on every commit there.
+    card_data = models.JSONField(default=dict, blank=True)
+    # Head of the default branch, denormalised for listings.
+    head_sha = models.CharField(max_length=40, blank=True)
+    file_count = models.BigIntegerField(default=0)
+    total_size = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["type", "namespace", "name"], name="repo_unique_id")]
+        indexes = [models.Index(fields=["type", "private", "-last_modified"])]
+
+    @property
+    def repo_id(self) -> str:
+        return f"{self.namespace.name}/{self.name}"
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.repo_id}"
+
+
+class Blob(models.Model):
+    """Bytes in the object store, stored once per content."""
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    size = models.BigIntegerField()
+    verified = models.BooleanField(default=False, help_text="sha256 checked against the stored bytes")
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} ({self.size} B)"
+
+
+class RepoBlob(models.Model):
+    """Which blobs a repo's commits reference (any revision): for quotas and garbage collection."""
+
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="blob_refs")
+    blob = models.ForeignKey(Blob, on_delete=models.PROTECT, related_name="repo_refs")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["repo", "blob"], name="repoblob_unique")]
+
+
+class TreeNode(models.Model):
+    """One immutable node of a directory tree: a leaf chunk of sorted entries, or an index over leaf
+    chunks for large directories. `data` is zlib-compressed JSON; `digest` is sha1 of the content."""
+
+    digest = models.CharField(max_length=40, primary_key=True)
+    data = models.BinaryField()
+
+
+class Commit(models.Model):
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="commits")
+    oid = models.CharField(max_length=40, unique=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    tree = models.CharField(max_length=40)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    author_name = models.CharField(max_length=150)
+    title = models.CharField(max_length=500)
+    message = models.TextField(blank=True)
+    created = models.DateTimeField()
+    file_count = models.BigIntegerField(default=0)
+    total_size = models.BigIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["repo", "-created"])]
+
+    def __str__(self) -> str:
+        return self.oid[:12]
+
+
+class Ref(models.Model):
+    BRANCH, TAG = "branch", "tag"
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="refs")
+    kind = models.CharField(max_length=8, choices=[(BRANCH, "branch"), (TAG, "tag")])
+    name = models.CharField(max_length=200)
+    commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="+")
+    message = models.TextField(blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["repo", "kind", "name"], name="ref_unique")]
+
+
+class UploadSession(models.Model):
+    """A resumable upload of one blob: parts go straight to the store (S3 multipart) or to the hub
+    (local backend); completion verifies the bytes and records the Blob."""
+
+    OPEN, DONE, ABORTED = "open", "done", "aborted"
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4)
+    repo = models.ForeignKey(Repo, null=True, on_delete=models.SET_NULL)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    sha256 = models.CharField(max_length=64)
+    size = models.BigIntegerField()
+    part_size = models.BigIntegerField()
+    store_upload_id = models.CharField(max_length=1024, blank=True)
+    key = models.CharField(max_length=300)
+    state = models.CharField(max_length=8, default=OPEN)
+    created = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField()
+
+    @property
+    def part_count(self) -> int:
+        return max(1, -(-self.size // self.part_size))

@@ -1,0 +1,419 @@
+"""Repos, revisions and commits: the business rules every front door (HF API, native API, web,
+tasks) calls. `access_*` fetch-or-raise with authorization, `do_*` mutate."""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+import yaml
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q, QuerySet
+from django.utils import timezone
+
+from hub.accounts.models import Membership, Namespace
+from hub.errors import BadRequest, Conflict, EntryNotFound, Forbidden, PreconditionFailed, RepoNotFound, \
+    RevisionNotFound, Unauthorized
+from hub.repos import blobs, trees
+from hub.repos.models import Blob, Commit, Ref, Repo, RepoBlob
+from hub.repos.validation import check_name, check_path, check_ref_name
+
+HEX40 = re.compile(r"[0-9a-f]{40}")
+SHORT_SHA = re.compile(r"[0-9a-f]{7,39}")
+README = "README.md"
+CARD_MAX_BYTES = 1_000_000
+
+
+@dataclass
+class Actor:
+    """Who is calling: a user (or None), and whether their credential may write."""
+
+    user: object | None
+    can_write: bool = True
+
+    @classmethod
+    def from_request(cls, request) -> Actor:
+        user = request.user if request.user.is_authenticated else None
+        token = getattr(request, "api_token", None)
+        return cls(user, can_write=not (token is not None and token.read_only))
+
+
+# --- access -----------------------------------------------------------------------------------------
+
+def _role(user, namespace: Namespace) -> str | None:
+    if user is None:
+        return None
+    if user.is_superuser:
+        return Membership.ADMIN
+    if namespace.user_id == user.id:
+        return Membership.ADMIN
+    m = Membership.objects.filter(namespace=namespace, user=user).values_list("role", flat=True).first()
+    return m
+
+
+def visible_repos(user) -> QuerySet[Repo]:
+    """Repos the user may read: public ones, plus private ones of their namespaces."""
+    qs = Repo.objects.select_related("namespace")
+    if user is None:
+        return qs.filter(private=False)
+    if user.is_superuser:
+        return qs
+    return qs.filter(Q(private=False) | Q(namespace__user=user) | Q(namespace__memberships__user=user)).distinct()
+
+
+def access_repo(actor: Actor, repo_type: str, namespace: str, name: str, *, write: bool = False) -> Repo:
+    """The repo, if the actor may read it (and write it, with write=True). A private repo is
+    indistinguishable from a missing one for anyone who cannot read it."""
+    repo = (Repo.objects.select_related("namespace")
+            .filter(type=repo_type, namespace__name=namespace, name=name).first())
+    kind = "dataset" if repo_type == Repo.DATASET else "model"
+    missing = RepoNotFound(f"{kind} {namespace}/{name} not found (or you do not have access to it)")
+    if repo is None:
+        raise missing
+    role = _role(actor.user, repo.namespace)
+    if repo.private and role is None:
+        raise missing
+    if write:
+        check_can_write(actor, repo.namespace, role)
+    return repo
+
+
+def check_can_write(actor: Actor, namespace: Namespace, role: str | None = "?") -> None:
+    if actor.user is None:
+        raise Unauthorized("you must be logged in (pass a token) to write")
+    if role == "?":
+        role = _role(actor.user, namespace)
+    if role not in (Membership.WRITE, Membership.ADMIN):
+        raise Forbidden(f"you ({actor.user.username}) cannot write to the namespace {namespace.name!r}")
+    if not actor.can_write:
+        raise Forbidden("this token is read-only; create a write token to upload or change repos")
+
+
+# --- repos ------------------------------------------------------------------------------------------
+
+@transaction.atomic
+def do_create_repo(actor: Actor, namespace: str | None, name: str, repo_type: str, *, private: bool = False
+                   ) -> Repo:
+    """Creates a repo with an initial commit (.gitattributes), so it always has a head."""
+    if actor.user is None:
+        raise Unauthorized("you must be logged in (pass a token) to create a repo")
+    if repo_type not in (Repo.MODEL, Repo.DATASET):
+        raise BadRequest(f"unsupported repo type {repo_type!r}: use model or dataset")
+    check_name(name, what="repo name")
+    ns = Namespace.objects.filter(name=namespace or actor.user.username).first()
+    if ns is None:
+        raise BadRequest(f"namespace {namespace!r} does not exist")
+    check_can_write(actor, ns)
+    if Repo.objects.filter(type=repo_type, namespace=ns, name=name).exists():
+        raise Conflict(f"{repo_type} {ns.name}/{name} already exists")
+    try:
+        with transaction.atomic():
+            repo = Repo.objects.create(namespace=ns, name=name, type=repo_type, private=private)
+    except IntegrityError:
+        raise Conflict(f"{repo_type} {ns.name}/{name} already exists") from None
+    blob = blobs.ingest_bytes(GITATTRIBUTES)
+    entry = trees.Entry(".gitattributes", trees.FILE, blob.size, blob.sha256, blobs.git_blob_oid(GITATTRIBUTES))
+    store = trees.NodeStore()
+    root, size, files = trees.update_dir(store, None, trees.plan_changes([(trees.PUT, ".gitattributes", entry)]),
+                                         keep_empty=True)
+    store.flush()
+    commit = _new_commit(repo, None, root, actor.user, "initial commit", "", files, size)
+    Ref.objects.create(repo=repo, kind=Ref.BRANCH, name=repo.default_branch, commit=commit)
+    RepoBlob.objects.get_or_create(repo=repo, blob=blob)
+    Repo.objects.filter(pk=repo.pk).update(head_sha=commit.oid, file_count=files, total_size=size)
+    repo.refresh_from_db()
+    return repo
+
+
+GITATTRIBUTES = b"""*.7z filter=lfs diff=lfs merge=lfs -text
+*.arrow filter=lfs diff=lfs merge=lfs -text
+*.bin filter=lfs diff=lfs merge=lfs -text
+*.gz filter=lfs diff=lfs merge=lfs -text
+*.h5 filter=lfs diff=lfs merge=lfs -text
+*.npy filter=lfs diff=lfs merge=lfs -text
+*.onnx filter=lfs diff=lfs merge=lfs -text
+*.parquet filter=lfs diff=lfs merge=lfs -text
+*.pt filter=lfs diff=lfs merge=lfs -text
+*.pth filter=lfs diff=lfs merge=lfs -text
+*.safetensors filter=lfs diff=lfs merge=lfs -text
+*.tar filter=lfs diff=lfs merge=lfs -text
+*.zip filter=lfs diff=lfs merge=lfs -text
+"""
+
+
+def do_delete_repo(actor: Actor, repo: Repo) -> None:
+    """Deletes the repo's metadata. Its blobs stay until garbage collection finds them unreferenced."""
+    check_can_write(actor, repo.namespace)
+    with transaction.atomic():
+        Ref.objects.filter(repo=repo).delete()
+        Commit.objects.filter(repo=repo).update(parent=None)
+        repo.delete()
+
+
+def do_update_settings(actor: Actor, repo: Repo, *, private: bool | None = None) -> Repo:
+    check_can_write(actor, repo.namespace)
+    if private is not None:
+        Repo.objects.filter(pk=repo.pk).update(private=private)
+        repo.private = private
+    return repo
+
+
+def do_move_repo(actor: Actor, repo: Repo, to_namespace: str, to_name: str) -> Repo:
+    check_can_write(actor, repo.namespace)
+    check_name(to_name, what="repo name")
+    ns = Namespace.objects.filter(name=to_namespace).first()
+    if ns is None:
+        raise BadRequest(f"namespace {to_namespace!r} does not exist")
+    check_can_write(actor, ns)
+    if Repo.objects.filter(type=repo.type, namespace=ns, name=to_name).exists():
+        raise Conflict(f"{repo.type} {to_namespace}/{to_name} already exists")
+    Repo.objects.filter(pk=repo.pk).update(namespace=ns, name=to_name)
+    repo.refresh_from_db()
+    return repo
+
+
+# --- revisions --------------------------------------------------------------------------------------
+
+def resolve_revision(repo: Repo, revision: str | None) -> Commit:
+    """A branch, tag (also as refs/heads/x, refs/tags/x), or full or short (≥7 hex) commit id."""
+    rev = revision or repo.default_branch
+    kinds = [Ref.BRANCH, Ref.TAG]
+    if rev.startswith("refs/heads/"):
+        rev, kinds = rev[len("refs/heads/"):], [Ref.BRANCH]
+    elif rev.startswith("refs/tags/"):
+        rev, kinds = rev[len("refs/tags/"):], [Ref.TAG]
+    refs = {r.kind: r for r in Ref.objects.select_related("commit").filter(repo=repo, name=rev, kind__in=kinds)}
+    for kind in kinds:
+        if kind in refs:
+            return refs[kind].commit
+    if HEX40.fullmatch(rev):
+        commit = Commit.objects.filter(repo=repo, oid=rev).first()
+        if commit is not None:
+            return commit
+    elif SHORT_SHA.fullmatch(rev):
+        matches = list(Commit.objects.filter(repo=repo, oid__startswith=rev)[:2])
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            raise RevisionNotFound(f"revision {rev!r} is ambiguous in {repo.repo_id}; give more characters")
+    raise RevisionNotFound(f"revision {rev!r} not found in {repo.repo_id}")
+
+
+def entry_at(commit: Commit, path: str, store: trees.NodeStore | None = None) -> trees.Entry | None:
+    return trees.resolve(store or trees.NodeStore(), commit.tree, path)
+
+
+def file_at(repo: Repo, commit: Commit, path: str) -> trees.Entry:
+    try:
+        check_path(path)
+    except BadRequest:
+        entry = None
+    else:
+        entry = entry_at(commit, path)
+    if entry is None or entry.is_dir:
+        raise EntryNotFound(f"{path!r} not found in {repo.repo_id} at {commit.oid[:12]}",
+                            headers={"X-Repo-Commit": commit.oid})
+    return entry
+
+
+# --- commits ----------------------------------------------------------------------------------------
+
+@dataclass
+class CommitOps:
+    """What a commit does, already validated: puts (path → Entry), deletions, folder deletions."""
+
+    puts: list[tuple[str, trees.Entry]] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+    delete_folders: list[str] = field(default_factory=list)
+    blobs: set[str] = field(default_factory=set)
+
+    def add_file(self, path: str, blob: Blob, *, lfs: bool, git_oid: str | None = None) -> None:
+        check_path(path)
+        oid = git_oid or blobs.lfs_pointer_oid(blob.sha256, blob.size)
+        self.puts.append((path, trees.Entry(path.rsplit("/", 1)[-1], trees.FILE, blob.size, blob.sha256, oid, lfs)))
+        self.blobs.add(blob.sha256)
+
+    def add_inline(self, path: str, data: bytes) -> None:
+        check_path(path)
+        blob = blobs.ingest_bytes(data)
+        self.add_file(path, blob, lfs=False, git_oid=blobs.git_blob_oid(data))
+
+    def add_lfs(self, path: str, sha256: str, size: int | None) -> None:
+        check_path(path)
+        blobs.check_sha256(sha256)
+        blob = blobs.stored_blob(sha256)
+        if blob is None and size is not None:
+            # Bytes a client put straight into the store: verified now, before anything points at them.
+            blob = blobs.verify_stored(sha256, size)
+        if blob is None:
+            raise BadRequest(f"LFS object {sha256} for {path!r} has not been uploaded")
+        if size is not None and blob.size != size:
+            raise BadRequest(f"LFS object {sha256} has {blob.size} bytes, not {size}")
+        self.add_file(path, blob, lfs=True)
+
+    def add_copy(self, path: str, entry: trees.Entry) -> None:
+        check_path(path)
+        self.puts.append((path, trees.Entry(path.rsplit("/", 1)[-1], trees.FILE, entry.size, entry.ref,
+                                            entry.git_oid, entry.lfs)))
+        self.blobs.add(entry.ref)
+
+    def delete(self, path: str) -> None:
+        self.deletes.append(check_path(path))
+
+    def delete_folder(self, path: str) -> None:
+        self.delete_folders.append(check_path(path.strip("/")))
+
+    def __bool__(self) -> bool:
+        return bool(self.puts or self.deletes or self.delete_folders)
+
+
+def _new_commit(repo: Repo, parent: Commit | None, tree: str, user, title: str, message: str, files: int,
+                size: int) -> Commit:
+    now = timezone.now()
+    author = user.username if user is not None else "hub"
+    payload = (f"repo {repo.pk}\ntree {tree}\nparent {parent.oid if parent else ''}\nauthor {author}\n"
+               f"time {now.isoformat()}\n\n{title}\n\n{message}")
+    oid = hashlib.sha1(payload.encode()).hexdigest()
+    return Commit.objects.create(repo=repo, oid=oid, parent=parent, tree=tree, author=user, author_name=author,
+                                 title=title[:500], message=message, created=now, file_count=files,
+                                 total_size=size)
+
+
+def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: str, message: str = "",
+              parent_commit: str | None = None) -> Commit:
+    """Commits `ops` on `branch`.
+
+    Bytes are already in the store (CommitOps verified them); this writes only metadata. The branch
+    moves with a conditional update, so of two commits racing on one head exactly one wins and the
+    other gets 409; a stale `parent_commit` gets 412."""
+    check_can_write(actor, repo.namespace)
+    if not ops:
+        raise BadRequest("the commit changes nothing")
+    if not title.strip():
+        raise BadRequest("a commit needs a title (summary)")
+    ref = Ref.objects.select_related("commit").filter(repo=repo, kind=Ref.BRANCH, name=branch).first()
+    if ref is None:
+        if Ref.objects.filter(repo=repo, kind=Ref.TAG, name=branch).exists():
+            raise BadRequest(f"{branch!r} is a tag; commits go to branches")
+        raise RevisionNotFound(f"branch {branch!r} not found in {repo.repo_id}; create it first")
+    head = ref.commit
+    if parent_commit and parent_commit != head.oid:
+        raise PreconditionFailed(f"branch {branch!r} has moved: its head is {head.oid}, not {parent_commit}; "
+                                 "pull and retry")
+    operations = ([(trees.DELETE_TREE, p, None) for p in ops.delete_folders]
+                  + [(trees.DELETE, p, None) for p in ops.deletes]
+                  + [(trees.PUT, p, e) for p, e in ops.puts])
+    plan = trees.plan_changes(operations)
+    store = trees.NodeStore()
+    root, size, files = trees.update_dir(store, head.tree, plan, keep_empty=True)
+    with transaction.atomic():
+        store.flush()
+        commit = _new_commit(repo, head, root, actor.user, title.strip(), message, files, size)
+        moved = Ref.objects.filter(pk=ref.pk, commit=head).update(commit=commit, updated=timezone.now())
+        if not moved:
+            raise Conflict(f"another commit landed on {branch!r} at the same time; retry")
+        if ops.blobs:
+            RepoBlob.objects.bulk_create([RepoBlob(repo=repo, blob_id=b) for b in ops.blobs], ignore_conflicts=True)
+        fields = {"last_modified": commit.created}
+        if branch == repo.default_branch:
+            fields.update(head_sha=commit.oid, file_count=files, total_size=size)
+            if any(p == README for p, _ in ops.puts) or README in ops.deletes:
+                fields["card_data"] = _card_data(commit)
+        Repo.objects.filter(pk=repo.pk).update(**fields)
+    return commit
+
+
+def _card_data(commit: Commit) -> dict:
+    entry = entry_at(commit, README)
+    if entry is None or entry.size > CARD_MAX_BYTES:
+        return {}
+    text = blobs.object_store().read_bytes(blobs.blob_key(entry.ref)).decode("utf-8", "replace")
+    meta, _ = split_card(text)
+    return meta
+
+
+def split_card(text: str) -> tuple[dict, str]:
+    """README card → (YAML front matter as a dict, markdown body). Bad YAML gives an empty dict."""
+    if text.startswith("---"):
+        end = text.find("\n---", 3)
+        if end != -1:
+            try:
+                meta = yaml.safe_load(text[3:end]) or {}
+            except yaml.YAMLError:
+                meta = {}
+            body = text[end + 4:].lstrip("\n")
+            return (meta if isinstance(meta, dict) else {}), body
+    return {}, text
+
+
+def validate_card(text: str) -> list[str]:
+    if text.startswith("---"):
+        end = text.find("\n---", 3)
+        if end != -1:
+            try:
+                meta = yaml.safe_load(text[3:end])
+            except yaml.YAMLError as err:
+                return [f"invalid YAML in the README front matter: {err}"]
+            if meta is not None and not isinstance(meta, dict):
+                return ["the README front matter must be a YAML mapping"]
+    return []
+
+
+# --- refs -------------------------------------------------------------------------------------------
+
+def do_create_branch(actor: Actor, repo: Repo, name: str, starting_point: str | None = None) -> Ref:
+    check_can_write(actor, repo.namespace)
+    check_ref_name(name, "branch")
+    commit = resolve_revision(repo, starting_point)
+    try:
+        with transaction.atomic():
+            return Ref.objects.create(repo=repo, kind=Ref.BRANCH, name=name, commit=commit)
+    except IntegrityError:
+        raise Conflict(f"branch {name!r} already exists in {repo.repo_id}") from None
+
+
+def do_delete_branch(actor: Actor, repo: Repo, name: str) -> None:
+    check_can_write(actor, repo.namespace)
+    if name == repo.default_branch:
+        raise BadRequest(f"cannot delete the default branch {name!r}")
+    if not Ref.objects.filter(repo=repo, kind=Ref.BRANCH, name=name).delete()[0]:
+        raise RevisionNotFound(f"branch {name!r} not found in {repo.repo_id}")
+
+
+def do_create_tag(actor: Actor, repo: Repo, name: str, revision: str | None, message: str = "") -> Ref:
+    check_can_write(actor, repo.namespace)
+    check_ref_name(name, "tag")
+    commit = resolve_revision(repo, revision)
+    try:
+        with transaction.atomic():
+            return Ref.objects.create(repo=repo, kind=Ref.TAG, name=name, commit=commit, message=message)
+    except IntegrityError:
+        raise Conflict(f"tag {name!r} already exists in {repo.repo_id}") from None
+
+
+def do_delete_tag(actor: Actor, repo: Repo, name: str) -> None:
+    check_can_write(actor, repo.namespace)
+    if not Ref.objects.filter(repo=repo, kind=Ref.TAG, name=name).delete()[0]:
+        raise RevisionNotFound(f"tag {name!r} not found in {repo.repo_id}")
+
+
+def list_refs(repo: Repo) -> tuple[list[Ref], list[Ref]]:
+    refs = list(Ref.objects.select_related("commit").filter(repo=repo).order_by("name"))
+    return [r for r in refs if r.kind == Ref.BRANCH], [r for r in refs if r.kind == Ref.TAG]
+
+
+def history(repo: Repo, head: Commit, offset: int = 0, limit: int = 50) -> tuple[list[Commit], int]:
+    """Commits reachable from `head`, newest first: (page, total)."""
+    parents = dict(Commit.objects.filter(repo=repo).values_list("id", "parent_id"))
+    chain = []
+    cur = head.id
+    while cur is not None:
+        chain.append(cur)
+        cur = parents.get(cur)
+    page_ids = chain[offset:offset + limit]
+    rows = Commit.objects.select_related("author").in_bulk(page_ids)
+    return [rows[i] for i in page_ids], len(chain)
+
+
+def count_download(repo: Repo) -> None:
+    Repo.objects.filter(pk=repo.pk).update(downloads=F("downloads") + 1)

@@ -1,0 +1,153 @@
+"""Settings, all from the environment; defaults give the embedded engines (SQLite, a local object
+directory, in-process Celery tasks) so a checkout just runs."""
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+from hub.config import ConfigError, env, envbool, envint, envsize
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+HUB_DATA_DIR = Path(env("HUB_DATA_DIR") or BASE_DIR / ".hub-data").resolve()
+HUB_DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    value = env("SECRET_KEY") or env("DJANGO_SECRET_KEY")
+    if value:
+        return value
+    # The embedded default keeps a generated key next to its data, so tokens and signed URLs survive
+    # restarts; every replica of a scaled-out hub must share SECRET_KEY instead.
+    path = HUB_DATA_DIR / "secret-key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = envbool("DEBUG", False)
+ALLOWED_HOSTS = [h.strip() for h in (env("ALLOWED_HOSTS") or "*").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [o for o in (env("CSRF_TRUSTED_ORIGINS") or "").split(",") if o]
+USE_X_FORWARDED_HOST = envbool("USE_X_FORWARDED_HOST", False)
+if envbool("HUB_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "hub.accounts",
+    "hub.repos",
+    "hub.hfapi",
+    "hub.web",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "hub.accounts.middleware.TokenAuthMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "hub.errors.HubErrorMiddleware",
+]
+
+ROOT_URLCONF = "hub.urls"
+WSGI_APPLICATION = "hub.wsgi.application"
+APPEND_SLASH = False  # a 301 on a POST from huggingface_hub would lose the body
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env("DATABASE_URL") or f"sqlite:///{HUB_DATA_DIR / 'hub.sqlite3'}",
+        conn_max_age=envint("DATABASE_CONN_MAX_AGE", 60),
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # WAL lets readers run beside the one writer; the busy timeout makes concurrent writers wait
+    # for the lock instead of failing at once.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/admin/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = HUB_DATA_DIR / "static"
+
+# Inline (base64) commit payloads can be large; the commit view reads the NDJSON stream itself and
+# paths-info may carry hundreds of paths.
+DATA_UPLOAD_MAX_MEMORY_SIZE = envsize("HUB_MAX_REQUEST_BODY", "512MiB")
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 100_000
+
+# --- storage -------------------------------------------------------------------------------------
+HUB_STORAGE_URL = env("HUB_STORAGE_URL") or (HUB_DATA_DIR / "objects").as_uri()
+if not HUB_STORAGE_URL.startswith(("file://", "s3://")):
+    raise ConfigError(f"HUB_STORAGE_URL must be file:///dir or s3://bucket[/prefix], not {HUB_STORAGE_URL!r}")
+HUB_PRESIGN_SECONDS = envint("HUB_PRESIGN_SECONDS", 900)
+HUB_LFS_THRESHOLD = envsize("HUB_LFS_THRESHOLD", "10MB")
+HUB_MULTIPART_CHUNK = envsize("HUB_MULTIPART_CHUNK", "64MiB")
+HUB_DEFAULT_QUOTA = envsize("HUB_DEFAULT_QUOTA", "50GB")
+HUB_PUBLIC_URL = env("HUB_PUBLIC_URL")  # client-facing base URL when behind a proxy that hides it
+
+# --- celery --------------------------------------------------------------------------------------
+CELERY_BROKER_URL = env("CELERY_BROKER_URL") or ""
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL  # embedded default: tasks run in-process
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND") or None
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": ["hub.accounts.auth.BearerTokenAuthentication",
+                                       "rest_framework.authentication.SessionAuthentication"],
+    "EXCEPTION_HANDLER": "hub.errors.drf_exception_handler",
+}
+SPECTACULAR_SETTINGS = {"TITLE": "Hub native API", "VERSION": "1"}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL") or "INFO"},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
