@@ -1,0 +1,199 @@
+"""Live hubs for the integration tests.
+
+Each backend is a real gunicorn process on its own port:
+  * ``embedded`` — the default engines: SQLite file, local object directory, in-process tasks;
+  * ``pg_rgw``   — the machine's PostgreSQL (127.0.0.1:5432) and a one-node Ceph RADOS Gateway
+                   started by tests/s3/rgw.sh.
+
+The ``hub`` fixture is parametrized over both; ``HUB_TEST_BACKENDS=embedded`` narrows a local run.
+Tests talk to the servers over HTTP only — with the stock huggingface_hub client or plain requests.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+RGW_SCRIPT = ROOT / "tests" / "s3" / "rgw.sh"
+BACKENDS = [b for b in os.environ.get("HUB_TEST_BACKENDS", "embedded,pg_rgw").split(",") if b]
+PG_ADMIN_URL = os.environ.get("HUB_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+
+# Variables of the developer's shell that must not leak into a test server.
+_SERVER_VARS = ("DATABASE_URL", "HUB_STORAGE_URL", "CELERY_BROKER_URL", "HUB_DATA_DIR", "AWS_ENDPOINT_URL",
+                "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "HF_ENDPOINT", "HF_TOKEN", "HUB_ENDPOINT",
+                "HUB_TOKEN", "DJANGO_SETTINGS_MODULE")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SERVER_VARS}
+    env["PYTHONPATH"] = str(ROOT)
+    # Small parts so that multipart uploads are exercised by files of tens of MB, not GBs.
+    env["HUB_MULTIPART_CHUNK"] = "8MiB"
+    return env
+
+
+@dataclass
+class Hub:
+    """A running hub server and the environment it was started with."""
+
+    name: str
+    env: dict[str, str]
+    data_dir: Path
+    port: int = 0
+    proc: subprocess.Popen | None = None
+    _tokens: dict = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run([PYTHON, str(ROOT / "manage.py"), *args], env=self.env, cwd=ROOT,
+                              capture_output=True, text=True, check=check, timeout=300)
+
+    def token(self, username: str, *, read_only: bool = False) -> str:
+        """A fresh token for `username` (created on first use), from `manage.py hub_token`."""
+        out = self.manage("hub_token", username, *(["--read-only"] if read_only else [])).stdout
+        return out.strip().splitlines()[-1]
+
+    def cached_token(self, username: str, *, read_only: bool = False) -> str:
+        key = (username, read_only)
+        if key not in self._tokens:
+            self._tokens[key] = self.token(username, read_only=read_only)
+        return self._tokens[key]
+
+    def api(self, token: str | None = None):
+        from huggingface_hub import HfApi
+
+        return HfApi(endpoint=self.url, token=token if token is not None else False)
+
+    def start(self, log_path: Path) -> None:
+        self.manage("hub_init")
+        self.port = free_port()
+        self.log = open(log_path, "ab")
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "gunicorn", "hub.wsgi", "-b", f"127.0.0.1:{self.port}", "-k", "gthread",
+             "--threads", "8", "-w", "2", "--timeout", "300", "--graceful-timeout", "5"],
+            env=self.env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"hub server {self.name} exited; see {log_path}")
+            try:
+                if requests.get(f"{self.url}/healthz", timeout=2).ok:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"hub server {self.name} did not answer in 60 s; see {log_path}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        if getattr(self, "log", None):
+            self.log.close()
+
+    def worker_pids(self) -> list[int]:
+        """PIDs of the gunicorn master and its workers (for memory measurements)."""
+        import psutil
+
+        master = psutil.Process(self.proc.pid)
+        return [master.pid] + [c.pid for c in master.children(recursive=True)]
+
+
+def _rgw(cmd: str) -> str:
+    return subprocess.run(["bash", str(RGW_SCRIPT), cmd], capture_output=True, text=True, check=True,
+                          timeout=900).stdout
+
+
+@pytest.fixture(scope="session")
+def rgw_env() -> dict[str, str]:
+    """A running Ceph RGW (started if needed) as AWS_* variables."""
+    if not RGW_SCRIPT.exists():
+        pytest.fail("tests/s3/rgw.sh is missing")
+    try:
+        _rgw("start")
+    except subprocess.CalledProcessError as err:
+        pytest.fail(f"could not start Ceph RGW:\n{err.stdout}\n{err.stderr}")
+    env = {}
+    for line in _rgw("env").split():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            env[k] = v
+    return env
+
+
+@pytest.fixture(scope="session")
+def embedded_hub(tmp_path_factory) -> Hub:
+    if "embedded" not in BACKENDS:
+        pytest.skip("embedded backend not selected in HUB_TEST_BACKENDS")
+    data = tmp_path_factory.mktemp("embedded")
+    env = base_env() | {"HUB_DATA_DIR": str(data)}
+    hub = Hub("embedded", env, data)
+    hub.start(data / "server.log")
+    yield hub
+    hub.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_rgw_hub(tmp_path_factory, rgw_env) -> Hub:
+    if "pg_rgw" not in BACKENDS:
+        pytest.skip("pg_rgw backend not selected in HUB_TEST_BACKENDS")
+    import psycopg
+
+    suffix = uuid.uuid4().hex[:10]
+    db = f"hub_test_{suffix}"
+    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{db}"')
+    data = tmp_path_factory.mktemp("pg_rgw")
+    env = base_env() | rgw_env | {
+        "HUB_DATA_DIR": str(data),
+        "DATABASE_URL": f"{PG_ADMIN_URL}/{db}",
+        "HUB_STORAGE_URL": f"s3://hub-test-{suffix}",
+    }
+    hub = Hub("pg_rgw", env, data)
+    hub.start(data / "server.log")
+    yield hub
+    hub.stop()
+    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session", params=["embedded", "pg_rgw"])
+def hub(request) -> Hub:
+    return request.getfixturevalue(f"{request.param}_hub")
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short unique suffix for repo names, so tests sharing a session server never collide."""
+    return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def hf_cache(tmp_path) -> Path:
+    path = tmp_path / "hf-cache"
+    path.mkdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
