@@ -1,0 +1,9 @@
+FROM python:3.11-slim
+WORKDIR /app
+COPY pyproject.toml README.md manage.py ./
+COPY hub hub
+COPY storage storage
+COPY templates templates
+RUN pip install --no-cache-dir .
+ENV DJANGO_SETTINGS_MODULE=hub.settings PYTHONUNBUFFERED=1
+EXPOSE 8000

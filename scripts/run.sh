@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the hub into .venv and runs it on the embedded default (SQLite file, local object
+# directory, in-process Celery tasks) at http://127.0.0.1:8000. Data lives in $HUB_DATA_DIR
+# (default: .hub-data/ in this checkout). Any setting from the README can be passed in the environment.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/pip install --quiet --disable-pip-version-check -e .
+.venv/bin/python manage.py hub_init --admin "${HUB_ADMIN:-hubadmin}"
+.venv/bin/python manage.py collectstatic --noinput --verbosity 0
+PORT=${PORT:-8000}
+cat <<MSG
+
+  Hub running at http://127.0.0.1:$PORT  (admin: http://127.0.0.1:$PORT/admin/, account above)
+  A token for scripts:   .venv/bin/python manage.py hub_token alice
+  Then, e.g.:            HF_ENDPOINT=http://127.0.0.1:$PORT HF_TOKEN=<token> hf upload alice/demo ./folder
+  (files of 10 MB or more upload through plain LFS: set HF_HUB_DISABLE_XET=1)
+
+MSG
+exec .venv/bin/gunicorn hub.wsgi --bind "127.0.0.1:$PORT" --worker-class gthread --workers 2 --threads 8 \
+    --timeout 300 --access-logfile -

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything the tests need and runs the whole suite: both backends (embedded default, and
+# PostgreSQL + a one-node Ceph RADOS Gateway that this script installs with apt and starts).
+# Extra arguments go to pytest, e.g.  scripts/test.sh -k tree  or  HUB_TEST_BACKENDS=embedded scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+# PostgreSQL and Redis run on this kind of machine before any session; start them if they stopped.
+if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+fi
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+
+if [[ ",${HUB_TEST_BACKENDS:-embedded,pg_rgw}," == *",pg_rgw,"* ]]; then
+    bash tests/s3/rgw.sh start
+    if [ -z "${HUB_KEEP_RGW:-}" ]; then trap 'bash tests/s3/rgw.sh stop >/dev/null 2>&1 || true' EXIT; fi
+fi
+
+set +e
+.venv/bin/python -m pytest "$@"
+status=$?
+set -e
+# pytest exits 5 when it collected nothing: that is a failure here, not a pass.
+exit $status
