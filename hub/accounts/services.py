@@ -71,3 +71,10 @@ def revoke_token(token_row: ApiToken) -> None:
 
 def user_orgs(user: User) -> list[Namespace]:
     return list(Namespace.objects.filter(kind=Namespace.ORG, memberships__user=user).order_by("name"))
+
+
+def do_add_member(org: Namespace, user: User, role: str = Membership.WRITE) -> Membership:
+    if role not in (Membership.READ, Membership.WRITE, Membership.ADMIN):
+        raise BadRequest(f"unknown role {role!r}: use read, write or admin")
+    membership, _ = Membership.objects.update_or_create(namespace=org, user=user, defaults={"role": role})
+    return membership
