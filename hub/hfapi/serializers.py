@@ -1,7 +1,7 @@
 """JSON shapes of the Hugging Face Hub protocol (see shared/docs/hf-protocol.md)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hub.repos import blobs, trees
 from hub.repos.models import Commit, Repo
@@ -9,7 +9,7 @@ from hub.repos.models import Commit, Repo
 
 def hf_date(dt: datetime) -> str:
     """Dates must end in Z: huggingface_hub refuses +00:00."""
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def tree_entry(path: str, entry: trees.Entry) -> dict:

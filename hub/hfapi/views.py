@@ -10,8 +10,7 @@ import binascii
 import fnmatch
 import itertools
 import json
-import os
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from django.conf import settings
 from django.core import signing
@@ -20,8 +19,15 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from hub.accounts.services import user_orgs
-from hub.errors import BadRequest, EntryNotFound, HubError, NotFound, RangeNotSatisfiable, RepoNotFound, \
-    Unauthorized
+from hub.errors import (
+    BadRequest,
+    EntryNotFound,
+    HubError,
+    NotFound,
+    RangeNotSatisfiable,
+    RepoNotFound,
+    Unauthorized,
+)
 from hub.hfapi import serializers as ser
 from hub.repos import blobs, services, trees
 from hub.repos.models import Repo, UploadSession

@@ -12,8 +12,16 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from hub.accounts.models import Membership, Namespace
-from hub.errors import BadRequest, Conflict, EntryNotFound, Forbidden, PreconditionFailed, RepoNotFound, \
-    RevisionNotFound, Unauthorized
+from hub.errors import (
+    BadRequest,
+    Conflict,
+    EntryNotFound,
+    Forbidden,
+    PreconditionFailed,
+    RepoNotFound,
+    RevisionNotFound,
+    Unauthorized,
+)
 from hub.repos import blobs, trees
 from hub.repos.models import Blob, Commit, Ref, Repo, RepoBlob
 from hub.repos.validation import check_name, check_path, check_ref_name
