@@ -478,6 +478,8 @@ def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, pat
     key = blobs.blob_key(entry.ref)
     url = store.presign_get(key, expires=settings.HUB_PRESIGN_SECONDS, filename=filename)
     if url:
+        # S3/RGW answer an unsatisfiable range with 416 but no `Content-Range: bytes */size`: refuse it here.
+        _parse_range(request.META.get("HTTP_RANGE", ""), entry.size)
         resp = HttpResponse(status=302)
         resp["Location"] = url
         for k, v in headers.items():
@@ -616,9 +618,13 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
                 item["actions"] = {"download": {"href": url, "expires_in": settings.HUB_PRESIGN_SECONDS}}
         elif blob is None:
             verify = {"href": f"{lfs_base}/verify"}
-            if size < blobs.MIN_PART * 2 or size <= settings.HUB_MULTIPART_CHUNK:
-                url = (store.presign_put(blobs.blob_key(oid), expires=settings.HUB_PRESIGN_SECONDS, size=size)
-                       or f"{base}/lfs/upload/{_sign({'o': oid, 'z': size})}")
+            # Basic uploads only where the hub itself receives (and hashes) the bytes. A presigned PUT
+            # to the blob's key would stay valid after verification and let its holder overwrite
+            # verified, shared bytes; a multipart upload, even of one part, is completed by the hub,
+            # after which its part URLs are dead.
+            if store.local_path(blobs.blob_key(oid)) is not None and (
+                    size < blobs.MIN_PART * 2 or size <= settings.HUB_MULTIPART_CHUNK):
+                url = f"{base}/lfs/upload/{_sign({'o': oid, 'z': size})}"
                 item["actions"] = {"upload": {"href": url}, "verify": verify}
             else:
                 session = blobs.open_session(sha256=oid, size=size, repo=repo, user=request.user)

@@ -213,6 +213,11 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
             store.complete_multipart(session.key, session.store_upload_id, ordered)
         except ObjectMissingError:
             pass  # completed by an earlier attempt whose response was lost
-        blob = verify_stored(session.sha256, session.size)
+        try:
+            blob = verify_stored(session.sha256, session.size)
+        except UnprocessableEntity:
+            # The store's upload is consumed and the wrong bytes deleted: never resume this session.
+            UploadSession.objects.filter(pk=session.pk).update(state=UploadSession.ABORTED)
+            raise
     UploadSession.objects.filter(pk=session.pk).update(state=UploadSession.DONE)
     return blob

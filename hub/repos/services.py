@@ -17,6 +17,7 @@ from hub.errors import (
     Conflict,
     EntryNotFound,
     Forbidden,
+    InvalidPath,
     PreconditionFailed,
     RepoNotFound,
     RevisionNotFound,
@@ -214,7 +215,7 @@ def entry_at(commit: Commit, path: str, store: trees.NodeStore | None = None) ->
 def file_at(repo: Repo, commit: Commit, path: str) -> trees.Entry:
     try:
         check_path(path)
-    except BadRequest:
+    except (BadRequest, InvalidPath):  # no such file; a 400 would make hf_hub_download blame the network
         entry = None
     else:
         entry = entry_at(commit, path)

@@ -25,6 +25,7 @@
 set -euo pipefail
 
 DIR=${HUB_RGW_DIR:-/tmp/hub-rgw}
+DIR=$(realpath -m -- "$DIR")   # absolute: the paths end up in ceph.conf, read by detached daemons
 PORT=${HUB_RGW_PORT:-7480}
 MON_PORT=${HUB_RGW_MON_PORT:-3300}
 TIMEOUT=${HUB_RGW_TIMEOUT:-120}
@@ -41,7 +42,9 @@ RGW_NAME=client.rgw.hub
 CONF="$DIR/ceph.conf"
 LOG_DIR="$DIR/log"
 RUN_DIR="$DIR/run"
-READY_MARK="$DIR/cluster.created"   # written only once mkfs of mon AND osd fully succeeded
+# Written only once mkfs of mon AND osd fully succeeded; holds "<fsid> <mon port>" (the mon port
+# is baked into the monmap at creation, so a restart must keep using it).
+READY_MARK="$DIR/cluster.created"
 
 export CEPH_CONF="$CONF"
 
@@ -88,6 +91,16 @@ cmd_install() {
 # ---------------------------------------------------------------------------------------------
 pidfile() { echo "$RUN_DIR/$1.pid"; }
 
+# Does PID $1 exist and is it not a zombie? The daemons are re-parented to PID 1 once this script
+# exits, and a killed daemon can linger as a zombie until PID 1 reaps it: kill -0 alone would
+# still call that "running".
+pid_running() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }                    # fields after "pid (comm) "; the first is the state
+    [ "${stat:0:1}" != Z ]
+}
+
 # Is the daemon recorded in pid file $1 alive? We also check the process' executable name so a
 # stale pid file whose PID got reused by something else is not mistaken for our daemon.
 daemon_alive() {
@@ -95,7 +108,7 @@ daemon_alive() {
     pf=$(pidfile "$name")
     [ -s "$pf" ] || return 1
     pid=$(cat "$pf")
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+    [ -n "$pid" ] && pid_running "$pid" || return 1
     [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$exe" ] || return 1
 }
 
@@ -124,13 +137,13 @@ stop_daemon() {
     pid=$(cat "$pf")
     kill -TERM "$pid" 2>/dev/null || true
     for ((i = 0; i < wait_s * 10; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
+        pid_running "$pid" || break
         sleep 0.1
     done
-    if kill -0 "$pid" 2>/dev/null; then
+    if pid_running "$pid"; then
         log "$name (pid $pid) ignored TERM for ${wait_s}s, sending KILL"
         kill -KILL "$pid" 2>/dev/null || true
-        for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        for ((i = 0; i < 50; i++)); do pid_running "$pid" || break; sleep 0.1; done
     fi
     rm -f "$pf"
 }
@@ -231,6 +244,18 @@ bluestore_block_preallocate_file = false
 osd_memory_target = 1073741824
 # The OSD puts itself into the CRUSH map on boot (host bucket = this machine's hostname).
 osd_crush_update_on_start = true
+# radosgw instances "watch" RADOS objects for cache invalidation, and every metadata write
+# (create_bucket, user changes) notifies all watchers and waits for their answer. A radosgw that
+# died without unwatching (SIGKILL) leaves a watch the OSD only drops after this timeout (default
+# 30 s, re-armed on every OSD restart): meanwhile each create_bucket hangs 10-30 s. Live clients
+# ping every objecter tick (1 s, see [client]), so 10 s is still a wide margin.
+osd_client_watch_timeout = 10
+
+[client]
+# RADOS clients (radosgw, radosgw-admin) re-ask the mon for a newer OSD map only on their objecter
+# tick (default every 5 s). On a (re)start radosgw usually comes up before the OSD has booted, its
+# first read waits for the map that shows the OSD up: a 1 s tick saves ~2-4 s of every start.
+objecter_tick_interval = 1
 
 [$RGW_NAME]
 # Beast frontend, loopback only.
@@ -240,6 +265,16 @@ rgw_data = $DIR/rgw
 rgw_gc_obj_min_wait = 30
 rgw_gc_processor_period = 30
 rgw_enable_usage_log = false
+# No lifecycle (LC) worker threads. Between 00:00 and 06:00 UTC (rgw_lifecycle_work_time) they
+# start processing right after radosgw starts, and a TERM then waits for them (seconds); the
+# SIGALRM safety net (rgw_exit_timeout_secs) then kills radosgw without unwatching, which makes
+# the next start's create_bucket hang (see osd_client_watch_timeout). Lifecycle *configuration*
+# (Put/GetBucketLifecycleConfiguration) still works; rules are just never executed (on AWS they
+# run about once a day, so no test can wait for them anyway).
+rgw_enable_lc_threads = false
+# On TERM radosgw waits up to this long for in-flight requests before it is killed by an alarm
+# (default 120 s); a test cluster being torn down does not need two minutes.
+rgw_exit_timeout_secs = 10
 # No dynamic resharding churn in tests.
 rgw_dynamic_resharding = false
 EOF
@@ -277,19 +312,33 @@ create_cluster() {
     ceph-osd -c "$CONF" -i "$OSD_ID" --mkfs --osd-uuid "$osd_uuid" \
         >>"$LOG_DIR/mkfs.out" 2>&1 || { dump_logs; die "ceph-osd --mkfs failed"; }
 
-    echo "$fsid" >"$READY_MARK"
+    echo "$fsid $MON_PORT" >"$READY_MARK"
+}
+
+# Is something already listening on 127.0.0.1:$1? (bash's /dev/tcp; refused at once when free)
+port_busy() {
+    timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
 }
 
 start_mon() {
     daemon_alive mon ceph-mon && return 0
+    # A port taken by ANOTHER cluster's mon is dangerous, not just a bind error: our ceph.conf
+    # points at 127.0.0.1:$MON_PORT, so the CLI calls below would silently talk to that cluster
+    # (seen here: `ceph osd new` registered OSDs in the other cluster). Refuse instead.
+    if port_busy "$MON_PORT"; then
+        die "port $MON_PORT is already in use (another Ceph monitor?); pick another HUB_RGW_MON_PORT"
+    fi
     spawn mon ceph-mon -c "$CONF" -i "$MON_ID"
     # Wait until the mon answers a command (quorum of one), so later CLI calls do not hang.
-    local deadline=$((SECONDS + 30))
-    until ceph_cli --connect-timeout 5 mon stat >/dev/null 2>&1; do
+    local deadline=$((SECONDS + 30)) fsid
+    until fsid=$(ceph_cli --connect-timeout 5 fsid 2>/dev/null); do
         daemon_alive mon ceph-mon || { dump_logs; die "ceph-mon exited during start"; }
         ((SECONDS < deadline)) || { dump_logs; die "ceph-mon did not answer within 30 s"; }
         sleep 0.2
     done
+    # Belt and braces: the mon that answered must be ours.
+    [ "$fsid" = "$(awk '/^fsid =/ {print $3}' "$CONF")" ] ||
+        die "the monitor on port $MON_PORT belongs to another cluster (fsid $fsid)"
 }
 
 start_osd() {
@@ -299,49 +348,71 @@ start_osd() {
 
 start_rgw() {
     daemon_alive rgw radosgw && return 0
+    # Someone else's S3 server on this port would make the readiness check (and the tests) talk
+    # to it instead of us; radosgw itself would only log a bind error and keep retrying.
+    if port_busy "$PORT"; then
+        die "port $PORT is already in use; stop whatever listens there or set HUB_RGW_PORT"
+    fi
     spawn rgw radosgw -c "$CONF" -n "$RGW_NAME"
 }
 
-# The S3 user with fixed keys. Idempotent: `user info` first, create only if missing.
+# The S3 user with fixed keys. Idempotent: `user info` first, create only if missing; a marker file
+# skips even that on restarts (each radosgw-admin run costs a RADOS connection, ~0.5 s).
 # radosgw-admin talks to RADOS directly, so it only needs mon+osd (it blocks until the OSD is up).
 ensure_user() {
-    if rgw_admin user info --uid="$ACCESS_KEY" >/dev/null 2>&1; then
-        return 0
+    [ -f "$DIR/user.created" ] && return 0
+    if ! rgw_admin user info --uid="$ACCESS_KEY" >/dev/null 2>&1; then
+        rgw_admin user create --uid="$ACCESS_KEY" --display-name="hub tests" \
+            --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" >/dev/null 2>>"$LOG_DIR/admin.out" ||
+            { dump_logs; die "radosgw-admin user create failed"; }
     fi
-    rgw_admin user create --uid="$ACCESS_KEY" --display-name="hub tests" \
-        --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" >/dev/null 2>>"$LOG_DIR/admin.out" ||
-        { dump_logs; die "radosgw-admin user create failed"; }
+    touch "$DIR/user.created"
 }
 
-# One real authenticated S3 call (ListBuckets) with boto3 when available; otherwise an anonymous
-# GET / with curl (RGW answers 200 with an empty bucket list once it serves requests).
+# Readiness = one real authenticated S3 call (ListBuckets with the test user's keys) succeeds.
+# With boto3 available that is done in ONE python process polling for up to $1 seconds (importing
+# boto3 per attempt would cost ~0.4 s each); without boto3, an anonymous GET / with curl (RGW answers
+# 200 with an empty bucket list once it serves requests). Returns non-zero if not ready in time.
 s3_ready() {
+    local within=${1:-0}
     if python3 -c 'import boto3' >/dev/null 2>&1; then
-        python3 - "$ENDPOINT" "$ACCESS_KEY" "$SECRET_KEY" "$REGION" >/dev/null 2>&1 <<'PY'
-import sys, boto3
+        python3 - "$ENDPOINT" "$ACCESS_KEY" "$SECRET_KEY" "$REGION" "$within" >/dev/null 2>&1 <<'PY'
+import sys, time, boto3
 from botocore.config import Config
-ep, ak, sk, region = sys.argv[1:5]
+ep, ak, sk, region, within = sys.argv[1:6]
+deadline = time.monotonic() + float(within)
 s3 = boto3.client("s3", endpoint_url=ep, aws_access_key_id=ak, aws_secret_access_key=sk,
                   region_name=region,
                   config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
                                 connect_timeout=2, read_timeout=5, retries={"max_attempts": 1}))
-s3.list_buckets()
+while True:
+    try:
+        s3.list_buckets()
+        sys.exit(0)
+    except Exception:
+        if time.monotonic() >= deadline:
+            sys.exit(1)
+        time.sleep(0.2)
 PY
     else
-        [ "$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$ENDPOINT/")" = 200 ]
+        local deadline=$((SECONDS + within))
+        until [ "$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$ENDPOINT/")" = 200 ]; do
+            ((SECONDS < deadline)) || return 1
+            sleep 0.2
+        done
     fi
 }
 
 wait_s3() {
     local deadline=$((SECONDS + TIMEOUT))
-    until s3_ready; do
+    # Poll in 5 s slices so a crashed daemon is reported at once instead of after the full timeout.
+    until s3_ready 5; do
         local d
         for d in "mon ceph-mon" "osd ceph-osd" "rgw radosgw"; do
             # shellcheck disable=SC2086
             daemon_alive $d || { dump_logs; die "${d%% *} daemon died while waiting for S3"; }
         done
         ((SECONDS < deadline)) || { dump_logs; die "S3 at $ENDPOINT not ready after ${TIMEOUT}s"; }
-        sleep 0.3
     done
 }
 
@@ -354,7 +425,7 @@ all_alive() {
 # ---------------------------------------------------------------------------------------------
 cmd_start() {
     cmd_install
-    local t0=$SECONDS
+    local t0=$SECONDS fsid="" mon_port=""
     mkdir -p "$DIR"
     # Fast path: already running and answering -> nothing to do.
     if [ -f "$READY_MARK" ] && all_alive && s3_ready; then
@@ -362,10 +433,25 @@ cmd_start() {
         return 0
     fi
     if [ -f "$READY_MARK" ]; then
-        # Existing cluster: regenerate ceph.conf (port/settings may have changed; same fsid),
+        read -r fsid mon_port <"$READY_MARK"
+        if [ -n "$mon_port" ] && [ "$mon_port" != "$MON_PORT" ]; then
+            log "note: this cluster's monitor was created on port $mon_port; keeping it"
+            MON_PORT=$mon_port
+        fi
+    fi
+    # Fail before touching anything if a port we still have to bind is taken (start_mon/start_rgw
+    # check again, this is just the early, cheap refusal).
+    if ! daemon_alive mon ceph-mon && port_busy "$MON_PORT"; then
+        die "port $MON_PORT is already in use (another Ceph monitor?); pick another HUB_RGW_MON_PORT"
+    fi
+    if ! daemon_alive rgw radosgw && port_busy "$PORT"; then
+        die "port $PORT is already in use; stop whatever listens there or set HUB_RGW_PORT"
+    fi
+    if [ -n "$fsid" ]; then
+        # Existing cluster: regenerate ceph.conf (RGW port/settings may have changed; same fsid),
         # then (re)start whatever is not running. Never mkfs again.
         mkdir -p "$RUN_DIR" "$LOG_DIR"
-        write_conf "$(cat "$READY_MARK")"
+        write_conf "$fsid"
         log "starting existing cluster in $DIR"
         start_mon
     else
@@ -379,8 +465,12 @@ cmd_start() {
 }
 
 cmd_stop() {
-    # Reverse order: radosgw first (clean RADOS disconnect), then the OSD (it tells the mon it is
-    # going down, which needs the mon), the mon last.
+    # Strictly one after the other (~3 + 2 + 2 s), in reverse dependency order:
+    #  - radosgw first: its shutdown still talks to RADOS (watch/notify teardown); with the OSD
+    #    already gone it ignores TERM indefinitely (seen here: KILL after the full timeout);
+    #  - the OSD next: it tells the mon it is going down and would wait osd_mon_shutdown_timeout
+    #    (5 s) if the mon were already gone;
+    #  - the mon last.
     stop_daemon rgw radosgw 15
     stop_daemon osd ceph-osd 20
     stop_daemon mon ceph-mon 10

@@ -1,0 +1,415 @@
+"""The stock huggingface_hub client as users run it: configured only through environment variables,
+in its own process, in today's version (2.4.0, hf_xet installed) and in an older one (0.36.2).
+
+alice uploads and downloads, bob is another logged-in user. Every test runs on both backends and
+compares the bytes that come back with those that went up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import psutil
+import pytest
+import requests
+from huggingface_hub.errors import RepositoryNotFoundError
+
+ROOT = Path(__file__).resolve().parent.parent
+OLD_VENV = ROOT / ".venv-hf036"
+OLD_VERSION = "0.36.2"
+MiB = 2**20
+GiB = 2**30
+XET_HINT = "HF_HUB_DISABLE_XET=1"
+
+# Environment of the developer's shell that must not reach a client subprocess.
+_CLIENT_VARS = (
+    "DJANGO_SETTINGS_MODULE",
+    "DATABASE_URL",
+    "HUB_STORAGE_URL",
+    "HUB_DATA_DIR",
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "PYTHONPATH",
+)
+
+UPLOAD_FOLDER = """
+import os
+from huggingface_hub import HfApi
+
+api = HfApi()  # HF_ENDPOINT and HF_TOKEN only
+repo, kind = os.environ["T_REPO"], os.environ["T_TYPE"]
+print("URL", api.create_repo(repo, repo_type=kind, private=os.environ.get("T_PRIVATE") == "1", exist_ok=True))
+info = api.upload_folder(folder_path=os.environ["T_FOLDER"], repo_id=repo, repo_type=kind,
+                         commit_message="upload from the environment")
+print("COMMIT", info.oid)
+"""
+
+DOWNLOAD = """
+import hashlib, json, os
+from pathlib import Path
+from huggingface_hub import hf_hub_download, snapshot_download
+
+def digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+repo, kind = os.environ["T_REPO"], os.environ["T_TYPE"]
+one = hf_hub_download(repo, os.environ["T_FILE"], repo_type=kind)
+root = Path(snapshot_download(repo, repo_type=kind))
+files = {p.relative_to(root).as_posix(): digest(p) for p in root.rglob("*") if p.is_file()}
+print("RESULT " + json.dumps({"one": digest(one), "files": files}))
+"""
+
+UPLOAD_FILE = """
+import os
+from huggingface_hub import HfApi
+
+HfApi().upload_file(path_or_fileobj=os.environ["T_PATH"], path_in_repo=os.path.basename(os.environ["T_PATH"]),
+                    repo_id=os.environ["T_REPO"], commit_message="a huge file")
+print("UPLOADED")
+"""
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(8 * MiB), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def client_env(hub, token: str, home: Path, **extra: str) -> dict[str, str]:
+    """A clean environment for a client process: the hub and the token, nothing else of ours."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HF_", "HUGGINGFACE_")) and k not in _CLIENT_VARS
+    }
+    home.mkdir(parents=True, exist_ok=True)
+    return (
+        env
+        | {
+            "HF_ENDPOINT": hub.url,
+            "HF_TOKEN": token,
+            "HF_HOME": str(home),
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        }
+        | extra
+    )
+
+
+def run_client(
+    script: str, env: dict[str, str], *, python: str = sys.executable, timeout: int = 300
+) -> subprocess.CompletedProcess:
+    return subprocess.run([python, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def check_ok(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, f"client failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def result(stdout: str) -> dict:
+    line = next(ln for ln in stdout.splitlines() if ln.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
+
+
+def make_folder(root: Path, big_size: int = 12_000_000) -> dict[str, str]:
+    """A folder with one file above the LFS threshold and a few small nested ones: {path: sha256}."""
+    files = {
+        "weights/model.bin": os.urandom(big_size),
+        "config.json": b'{"layers": 2}\n',
+        "docs/deep/er/notes.txt": b"notes\n" * 100,
+        "tokenizer.txt": os.urandom(3000),
+    }
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
+
+
+def assert_same_files(downloaded: dict[str, str], expected: dict[str, str]) -> None:
+    assert set(downloaded) == set(expected) | {".gitattributes"}
+    for rel, digest in expected.items():
+        assert downloaded[rel] == digest, rel
+
+
+@pytest.fixture
+def alice(hub) -> str:
+    return hub.cached_token("alice")
+
+
+@pytest.fixture(scope="session")
+def old_client() -> str:
+    """The python of a virtualenv with huggingface_hub 0.36.2, created once and reused."""
+    python = OLD_VENV / "bin" / "python"
+    probe = [str(python), "-c", "import huggingface_hub; print(huggingface_hub.__version__)"]
+    if (
+        python.exists()
+        and subprocess.run(probe, capture_output=True, text=True).stdout.strip() == OLD_VERSION
+    ):
+        return str(python)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(OLD_VENV)], check=True, timeout=300)
+    pip = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", f"huggingface_hub=={OLD_VERSION}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert pip.returncode == 0, pip.stderr
+    assert subprocess.run(probe, capture_output=True, text=True).stdout.strip() == OLD_VERSION
+    return str(python)
+
+
+# --- configured by the environment --------------------------------------------------------------------
+
+
+def test_it_uploads_a_folder_with_xet_disabled_and_downloads_with_defaults(hub, alice, unique, tmp_path):
+    repo_id = f"alice/env-{unique}"
+    expected = make_folder(tmp_path / "folder")
+    up = run_client(
+        UPLOAD_FOLDER,
+        client_env(
+            hub,
+            alice,
+            tmp_path / "home-up",
+            HF_HUB_DISABLE_XET="1",
+            T_REPO=repo_id,
+            T_TYPE="model",
+            T_FOLDER=str(tmp_path / "folder"),
+        ),
+    )
+    out = check_ok(up)
+    assert f"URL {hub.url}/{repo_id}" in out
+    # The 12 MB file went through LFS, under its real sha256.
+    siblings = {s.rfilename: s for s in hub.api(alice).model_info(repo_id, files_metadata=True).siblings}
+    assert siblings["weights/model.bin"].lfs.sha256 == expected["weights/model.bin"]
+    assert siblings["config.json"].lfs is None
+
+    # Downloads with default settings (hf_xet installed, nothing disabled) in a fresh cache.
+    down = run_client(
+        DOWNLOAD,
+        client_env(
+            hub, alice, tmp_path / "home-down", T_REPO=repo_id, T_TYPE="model", T_FILE="weights/model.bin"
+        ),
+    )
+    got = result(check_ok(down))
+    assert got["one"] == expected["weights/model.bin"]
+    assert_same_files(got["files"], expected)
+
+
+def test_it_tells_xet_clients_to_set_hf_hub_disable_xet(hub, alice, unique, tmp_path):
+    repo_id = f"alice/xet-{unique}"
+    make_folder(tmp_path / "folder")
+    proc = run_client(
+        UPLOAD_FOLDER,
+        client_env(
+            hub, alice, tmp_path / "home", T_REPO=repo_id, T_TYPE="model", T_FOLDER=str(tmp_path / "folder")
+        ),
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    # hf_xet's own error only names the failing URL; the hint reaches the user through X-HF-Warning.
+    assert XET_HINT in output, output
+    assert "xet-write-token" in output, output
+    assert "COMMIT" not in proc.stdout
+    assert "weights/model.bin" not in hub.api(alice).list_repo_files(repo_id)
+
+    # What the server says on the wire, for clients that show it.
+    headers = {"Authorization": f"Bearer {alice}"}
+    pre = requests.post(
+        f"{hub.url}/api/models/{repo_id}/preupload/main",
+        headers=headers,
+        timeout=30,
+        json={"files": [{"path": "big.bin", "size": 12_000_000, "sample": ""}]},
+    )
+    assert pre.status_code == 200 and pre.json()["files"][0]["uploadMode"] == "lfs"
+    assert XET_HINT in pre.headers["X-HF-Warning"]
+    small = requests.post(
+        f"{hub.url}/api/models/{repo_id}/preupload/main",
+        headers=headers,
+        timeout=30,
+        json={"files": [{"path": "a.txt", "size": 10, "sample": ""}]},
+    )
+    assert "X-HF-Warning" not in small.headers
+    token = requests.get(f"{hub.url}/api/models/{repo_id}/xet-write-token/main", headers=headers, timeout=30)
+    assert token.status_code >= 400
+    assert XET_HINT in token.json()["error"] and XET_HINT in token.headers["X-Error-Message"]
+
+
+# --- an older client ----------------------------------------------------------------------------------
+
+
+def test_it_serves_huggingface_hub_0_36(hub, alice, unique, tmp_path, old_client):
+    repo_id = f"alice/old-{unique}"
+    expected = make_folder(tmp_path / "folder")
+    version = run_client("import huggingface_hub; print(huggingface_hub.__version__)", {}, python=old_client)
+    assert check_ok(version).strip() == OLD_VERSION
+    # no HF_HUB_DISABLE_XET: 0.36 offers xet in the LFS batch and the hub answers `basic`
+    env = client_env(
+        hub,
+        alice,
+        tmp_path / "home",
+        T_REPO=repo_id,
+        T_TYPE="dataset",
+        T_PRIVATE="1",
+        T_FOLDER=str(tmp_path / "folder"),
+        T_FILE="weights/model.bin",
+    )
+    out = check_ok(run_client(UPLOAD_FOLDER, env, python=old_client))
+    assert f"URL {hub.url}/datasets/{repo_id}" in out
+
+    info = hub.api(alice).dataset_info(repo_id, files_metadata=True)
+    assert info.private is True  # 0.36 sends "private": true, not "visibility"
+    siblings = {s.rfilename: s for s in info.siblings}
+    assert siblings["weights/model.bin"].lfs.sha256 == expected["weights/model.bin"]
+    with pytest.raises(RepositoryNotFoundError):
+        hub.api(hub.cached_token("bob")).dataset_info(repo_id)
+
+    got = result(check_ok(run_client(DOWNLOAD, env, python=old_client)))
+    assert got["one"] == expected["weights/model.bin"]
+    assert_same_files(got["files"], expected)
+
+
+# --- memory -------------------------------------------------------------------------------------------
+
+
+class RssSampler(threading.Thread):
+    """Samples the summed RSS of the hub's processes every 50 ms."""
+
+    def __init__(self, hub) -> None:
+        super().__init__(daemon=True)
+        self.hub = hub
+        self.stopping = threading.Event()
+        self.samples: list[int] = []
+
+    def total_rss(self) -> int:
+        total = 0
+        for pid in self.hub.worker_pids():
+            try:
+                total += psutil.Process(pid).memory_info().rss
+            except psutil.NoSuchProcess:
+                pass
+        return total
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            self.samples.append(self.total_rss())
+            time.sleep(0.05)
+
+    def stop(self) -> int:
+        """Stops sampling; returns the peak."""
+        self.stopping.set()
+        self.join()
+        return max(self.samples)
+
+
+def write_incompressible(path: Path, size: int) -> str:
+    """`size` bytes of a random 1 MiB block, each copy stamped with its index; returns the sha256."""
+    block = bytearray(os.urandom(MiB))
+    h = hashlib.sha256()
+    with open(path, "wb") as fh:
+        for i in range(size // MiB):
+            block[:8] = i.to_bytes(8, "big")
+            fh.write(block)
+            h.update(block)
+    return h.hexdigest()
+
+
+def delete_blob(hub, oid: str) -> None:
+    """Gives the space of a huge test object back (the OSD of the test RGW is small)."""
+    key = f"blobs/{oid[:2]}/{oid[2:4]}/{oid}"
+    url = hub.env.get("HUB_STORAGE_URL")
+    if not url:
+        (hub.data_dir / "objects" / key).unlink(missing_ok=True)
+        return
+    import boto3
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=hub.env["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        aws_access_key_id=hub.env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=hub.env["AWS_SECRET_ACCESS_KEY"],
+    )
+    bucket, prefix = urlparse(url).netloc, urlparse(url).path.strip("/")
+    full = f"{prefix}/{key}" if prefix else key
+    s3.delete_object(Bucket=bucket, Key=full)
+    for upload in s3.list_multipart_uploads(Bucket=bucket, Prefix=full).get("Uploads", []):
+        s3.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+
+
+@pytest.mark.slow
+def test_it_moves_2_gib_with_bounded_server_memory(hub, alice, unique, tmp_path):
+    import io
+
+    from huggingface_hub import CommitOperationAdd
+
+    api = hub.api(alice)
+    repo_id = f"alice/huge-{unique}"
+    api.create_repo(repo_id)
+    source = tmp_path / "huge.bin"
+    expected = write_incompressible(source, 2 * GiB)
+    cache = tmp_path / "cache"
+    try:
+        # Warm both workers up on the same paths (imports, connection pools) before measuring.
+        for i in range(4):
+            data = os.urandom(17 * MiB)
+            api.create_commit(
+                repo_id,
+                commit_message=f"warm-up {i}",
+                operations=[CommitOperationAdd(f"warm-{i}.bin", io.BytesIO(data))],
+            )
+            assert (
+                Path(api.hf_hub_download(repo_id, f"warm-{i}.bin", cache_dir=str(cache))).read_bytes() == data
+            )
+
+        sampler = RssSampler(hub)
+        baseline = sampler.total_rss()
+        sampler.start()
+        started = time.monotonic()
+        up = run_client(
+            UPLOAD_FILE,
+            client_env(
+                hub, alice, tmp_path / "home", HF_HUB_DISABLE_XET="1", T_REPO=repo_id, T_PATH=str(source)
+            ),
+            timeout=600,
+        )
+        check_ok(up)
+        uploaded = time.monotonic()
+        path = api.hf_hub_download(repo_id, "huge.bin", cache_dir=str(cache))
+        downloaded = time.monotonic()
+        peak = sampler.stop()
+        assert os.path.getsize(path) == 2 * GiB
+        assert sha256_file(Path(path)) == expected
+        tree = {e.path: e for e in api.list_repo_tree(repo_id)}
+        assert tree["huge.bin"].lfs.sha256 == expected
+
+        growth = peak - baseline
+        print(
+            f"{hub.name}: upload {uploaded - started:.1f}s, download {downloaded - uploaded:.1f}s, "
+            f"server RSS {baseline / MiB:.0f} MiB -> peak {peak / MiB:.0f} MiB (+{growth / MiB:.0f} MiB)"
+        )
+        assert growth < 150 * MiB, f"server RSS grew by {growth / MiB:.0f} MiB moving a 2 GiB file"
+    finally:
+        source.unlink(missing_ok=True)
+        shutil.rmtree(cache, ignore_errors=True)
+        api.delete_repo(repo_id, missing_ok=True)
+        delete_blob(hub, expected)
