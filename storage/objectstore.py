@@ -55,9 +55,6 @@ class ObjectStore(ABC):
     def presign_get(self, key: str, *, expires: int, filename: str | None = None) -> str | None:
         return None
 
-    def presign_put(self, key: str, *, expires: int, size: int) -> str | None:
-        return None
-
     @abstractmethod
     def create_multipart(self, key: str) -> str: ...
 
@@ -80,6 +77,11 @@ class ObjectStore(ABC):
 
     def local_path(self, key: str) -> str | None:
         return None
+
+    def promote(self, src: str, dst: str) -> str:
+        """Makes the verified object at `src` durable as a blob; returns the key it now lives under.
+        Object stores without cheap renames keep it where it is (copying gigabytes buys nothing)."""
+        return src
 
     def sha256(self, key: str) -> tuple[str, int]:
         """Reads the object back: (sha256 hex, size)."""
@@ -153,6 +155,10 @@ class LocalStore(ObjectStore):
 
     def local_path(self, key: str) -> str | None:
         return self._path(key)
+
+    def promote(self, src: str, dst: str) -> str:
+        self._install(self._path(src), dst)
+        return dst
 
     def _upload_dir(self, upload_id: str) -> str:
         if not upload_id.isalnum():
@@ -299,10 +305,6 @@ class S3Store(ObjectStore):
             safe = filename.replace('"', "").replace("\\", "")
             params["ResponseContentDisposition"] = f'inline; filename="{safe}"'
         return self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires)
-
-    def presign_put(self, key: str, *, expires: int, size: int) -> str | None:
-        return self.client.generate_presigned_url(
-            "put_object", Params={"Bucket": self.bucket, "Key": self._key(key)}, ExpiresIn=expires)
 
     def create_multipart(self, key: str) -> str:
         return self._call(self.client.create_multipart_upload, Bucket=self.bucket, Key=self._key(key))["UploadId"]

@@ -97,9 +97,12 @@ def test_it_signs_urls_that_work_only_unmodified(store):
     assert requests.get(url, headers={"Range": "bytes=0-5"}, timeout=10).content == b"secret"
     tampered = url.replace("signed", "signee", 1)
     assert requests.get(tampered, timeout=10).status_code == 403
-    put_url = store.presign_put("put-here", expires=60, size=5)
-    assert requests.put(put_url, data=b"hello", timeout=10).status_code == 200
-    assert store.read_bytes("put-here") == b"hello"
+    upload = store.create_multipart("parts-here")
+    part_url = store.presign_part("parts-here", upload, 1, expires=60)
+    resp = requests.put(part_url, data=b"hello", timeout=10)
+    assert resp.status_code == 200 and resp.headers["ETag"]
+    store.complete_multipart("parts-here", upload, [(1, resp.headers["ETag"])])
+    assert store.read_bytes("parts-here") == b"hello"
 
 
 def test_it_turns_an_unreachable_store_into_store_unavailable(monkeypatch):

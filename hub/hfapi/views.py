@@ -27,6 +27,7 @@ from hub.errors import (
     RangeNotSatisfiable,
     RepoNotFound,
     Unauthorized,
+    UnprocessableEntity,
 )
 from hub.hfapi import serializers as ser
 from hub.repos import blobs, services, trees
@@ -475,7 +476,7 @@ def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, pat
     if path in ("config.json", "README.md") and "HTTP_RANGE" not in request.META:
         services.count_download(repo)
     store = blobs.object_store()
-    key = blobs.blob_key(entry.ref)
+    key = blobs.key_for(entry.ref)
     url = store.presign_get(key, expires=settings.HUB_PRESIGN_SECONDS, filename=filename)
     if url:
         # S3/RGW answer an unsatisfiable range with 416 but no `Content-Range: bytes */size`: refuse it here.
@@ -597,6 +598,8 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
     base = base_url(request)
     lfs_base = f"{base}/{'datasets/' if repo.type == Repo.DATASET else ''}{repo.repo_id}.git/info/lfs"
     out = []
+    referable = blobs.can_reference(request.user, [o.get("oid") for o in objects
+                                                   if isinstance(o, dict) and isinstance(o.get("oid"), str)])
     for obj in objects:
         oid, size = obj.get("oid") if isinstance(obj, dict) else None, obj.get("size") if isinstance(obj, dict) else None
         try:
@@ -609,11 +612,13 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
             continue
         item = {"oid": oid, "size": size}
         blob = blobs.stored_blob(oid)
+        if blob is not None and oid not in referable:
+            blob = None  # stored, but this caller has not shown they hold the bytes: upload them
         if operation == "download":
             if blob is None:
                 item["error"] = {"code": 404, "message": "object not found"}
             else:
-                url = (store.presign_get(blobs.blob_key(oid), expires=settings.HUB_PRESIGN_SECONDS)
+                url = (store.presign_get(blobs.key_of(blob), expires=settings.HUB_PRESIGN_SECONDS)
                        or f"{base}/lfs/objects/{_sign({'o': oid})}")
                 item["actions"] = {"download": {"href": url, "expires_in": settings.HUB_PRESIGN_SECONDS}}
         elif blob is None:
@@ -624,7 +629,7 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
             # after which its part URLs are dead.
             if store.local_path(blobs.blob_key(oid)) is not None and (
                     size < blobs.MIN_PART * 2 or size <= settings.HUB_MULTIPART_CHUNK):
-                url = f"{base}/lfs/upload/{_sign({'o': oid, 'z': size})}"
+                url = f"{base}/lfs/upload/{_sign({'o': oid, 'z': size, 'u': request.user.pk})}"
                 item["actions"] = {"upload": {"href": url}, "verify": verify}
             else:
                 session = blobs.open_session(sha256=oid, size=size, repo=repo, user=request.user)
@@ -649,7 +654,11 @@ def lfs_verify(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonRes
     blobs.check_sha256(oid)
     if not isinstance(size, int):
         raise BadRequest("'size' must be an integer")
-    blob = blobs.verify_stored(oid, size)
+    blob = blobs.stored_blob(oid)
+    if blob is None or not blobs.can_reference(request.user, [oid]):
+        raise UnprocessableEntity(f"object {oid} has not been uploaded (or its upload was not completed)")
+    if blob.size != size:
+        raise UnprocessableEntity(f"object {oid} has {blob.size} bytes, not {size}")
     return JsonResponse({"oid": blob.sha256, "size": blob.size}, content_type=LFS_JSON)
 
 
@@ -661,7 +670,10 @@ def lfs_upload(request: HttpRequest, token: str) -> HttpResponse:
     length = _content_length(request)
     if length != claims["z"]:
         raise BadRequest(f"this upload expects {claims['z']} bytes, the request has {length}")
-    blobs.ingest_stream_verified(request, claims["o"], claims["z"])
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(pk=claims.get("u")).first()
+    blobs.ingest_stream_verified(request, claims["o"], claims["z"], user)
     return HttpResponse(status=200)
 
 
@@ -704,7 +716,7 @@ def lfs_object(request: HttpRequest, token: str) -> HttpResponse:
     if blob is None:
         raise NotFound("object not found")
     store = blobs.object_store()
-    return _serve_local(request, store.local_path(blobs.blob_key(blob.sha256)), blob.size, {}, blob.sha256)
+    return _serve_local(request, store.local_path(blobs.key_of(blob)), blob.size, {}, blob.sha256)
 
 
 def _content_length(request: HttpRequest) -> int:
@@ -779,7 +791,7 @@ def commit(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> J
                 raise BadRequest(f"{value['path']}: content is not valid base64") from None
         elif key == "lfsFile":
             blobs.check_sha256(value.get("oid"))
-    cops = services.CommitOps()
+    cops = services.CommitOps(user=actor.user)
     for i, (key, value) in enumerate(ops):
         path = value["path"]
         if key == "file":

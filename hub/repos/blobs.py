@@ -4,15 +4,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from hub.errors import BadRequest, NotFound, UnprocessableEntity
-from hub.repos.models import Blob, UploadSession
-from storage.objectstore import ObjectMissingError, ObjectStore, from_url
+from hub.repos.models import Blob, BlobProof, UploadSession
+from storage.objectstore import ObjectStore, StoreUnavailableError, from_url
 
 SHA256_LEN = 64
 MIN_PART = 5 * 2**20  # S3's smallest part but the last
@@ -52,78 +53,98 @@ def stored_blob(sha256: str) -> Blob | None:
     return Blob.objects.filter(sha256=sha256, verified=True).first()
 
 
-def _record(sha256: str, size: int) -> Blob:
+def key_of(blob: Blob) -> str:
+    return blob.key or blob_key(blob.sha256)
+
+
+_KEYS: dict[str, str] = {}
+
+
+def key_for(sha256: str) -> str:
+    """The object key of a stored blob. Cached per process: a blob's key never changes."""
+    key = _KEYS.get(sha256)
+    if key is None:
+        row = Blob.objects.filter(pk=sha256).values_list("key", flat=True).first()
+        key = row or blob_key(sha256)
+        if row is not None:
+            if len(_KEYS) > 100_000:
+                _KEYS.clear()
+            _KEYS[sha256] = key
+    return key
+
+
+def _record(sha256: str, size: int, key: str = "", user=None) -> Blob:
+    """Records verified bytes as a blob (first writer wins; a later identical copy is dropped by the
+    caller) and the user's proof of holding them."""
     try:
-        blob, _ = Blob.objects.get_or_create(sha256=sha256, defaults={"size": size, "verified": True})
+        with transaction.atomic():
+            blob, created = Blob.objects.get_or_create(
+                sha256=sha256, defaults={"size": size, "verified": True, "key": "" if key == blob_key(sha256) else key})
     except IntegrityError:  # a concurrent upload of the same bytes won the insert
-        blob = Blob.objects.get(sha256=sha256)
-    if not blob.verified:
-        Blob.objects.filter(pk=sha256).update(verified=True, size=size)
-        blob.verified = True
+        blob, created = Blob.objects.get(sha256=sha256), False
+    if user is not None and getattr(user, "pk", None):
+        BlobProof.objects.get_or_create(user=user, blob=blob)
+    blob._created_now = created
     return blob
 
 
-def ingest_bytes(data: bytes) -> Blob:
+def can_reference(user, sha256s: list[str]) -> set[str]:
+    """Which of these stored blobs the user may put into a commit by hash alone: those they proved
+    they hold, and those already in a repo they can read."""
+    from hub.repos.models import RepoBlob
+    from hub.repos.services import visible_repos
+
+    wanted = set(sha256s)
+    if not wanted:
+        return set()
+    ok: set[str] = set()
+    if user is not None:
+        ok |= set(BlobProof.objects.filter(user=user, blob_id__in=wanted).values_list("blob_id", flat=True))
+    rest = wanted - ok
+    if rest:
+        readable = visible_repos(user).values("pk")
+        ok |= set(RepoBlob.objects.filter(blob_id__in=rest, repo__in=readable).values_list("blob_id", flat=True))
+    return ok
+
+
+def ingest_bytes(data: bytes, user=None) -> Blob:
     """Stores small in-memory content (inline commit files). The bytes are in the store before any
     row points at them; identical content is stored once."""
     sha = hashlib.sha256(data).hexdigest()
     blob = stored_blob(sha)
-    if blob is not None:
-        return blob
-    object_store().put_bytes(blob_key(sha), data)
-    return _record(sha, len(data))
+    if blob is None:
+        object_store().put_bytes(blob_key(sha), data)
+    return _record(sha, len(data), user=user)
 
 
-def verify_stored(sha256: str, size: int) -> Blob:
-    """Reads back bytes that a client put straight into the store and records them as a Blob only
-    if their size and sha256 match; wrong bytes are deleted, never served under that hash."""
-    blob = stored_blob(sha256)
-    if blob is not None:
-        return blob
-    store = object_store()
-    key = blob_key(sha256)
-    actual_size = store.size(key)
-    if actual_size is None:
-        raise UnprocessableEntity(f"object {sha256} was not uploaded; upload it before committing")
-    if actual_size != size:
-        store.delete(key)
-        raise UnprocessableEntity(f"object {sha256}: uploaded {actual_size} bytes but announced {size}; "
-                                  "upload it again")
-    digest, _ = store.sha256(key)
-    if digest != sha256:
-        store.delete(key)
-        raise UnprocessableEntity(f"object {sha256}: the uploaded bytes hash to {digest}; upload it again")
-    return _record(sha256, size)
-
-
-def ingest_stream_verified(stream, sha256: str, size: int) -> Blob:
-    """Local backend: the hub receives the bytes itself, hashing them on the way to a temporary
+def ingest_stream_verified(stream, sha256: str, size: int, user=None) -> Blob:
+    """Local backend: the hub receives the bytes itself, hashing them on the way to a staging
     object, and installs them under their hash only if they match."""
-    from storage.objectstore import LocalStore
-
     store = object_store()
-    assert isinstance(store, LocalStore)
     hasher = _HashingReader(stream, size)
-    tmp_key = f"staging/{sha256}.{timezone.now().timestamp():.6f}"
-    store.put_stream(tmp_key, hasher, size)
+    staging = f"staging/{uuid.uuid4().hex}"
+    store.put_stream(staging, hasher, size)
     try:
         if hasher.count != size:
             raise BadRequest(f"expected {size} bytes, received {hasher.count}; upload it again")
         if hasher.hexdigest() != sha256:
-            raise UnprocessableEntity(f"the uploaded bytes hash to {hasher.hexdigest()}, not {sha256}")
-        import os
-
-        os.replace(store.local_path(tmp_key), _ensure_parent(store.local_path(blob_key(sha256))))
+            raise UnprocessableEntity(f"the uploaded bytes hash to {hasher.hexdigest()}, not {sha256}; "
+                                      "upload the right file")
+        return _install(store, staging, sha256, size, user)
     finally:
-        store.delete(tmp_key)
-    return _record(sha256, size)
+        store.delete(staging)
 
 
-def _ensure_parent(path: str) -> str:
-    import os
-
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    return path
+def _install(store: ObjectStore, staging: str, sha256: str, size: int, user) -> Blob:
+    """Verified bytes at `staging` become the blob, unless the blob exists already (then the copy
+    is redundant and the caller deletes it)."""
+    if stored_blob(sha256) is None:
+        key = store.promote(staging, blob_key(sha256))
+        blob = _record(sha256, size, key, user)
+        if not blob._created_now and key != blob_key(sha256):
+            store.delete(key)  # lost a race with an identical upload
+        return blob
+    return _record(sha256, size, user=user)
 
 
 class _HashingReader(io.RawIOBase):
@@ -166,15 +187,17 @@ def part_size_for(size: int) -> int:
 
 def open_session(*, sha256: str, size: int, repo=None, user=None) -> UploadSession:
     """Starts (or resumes, when the same user already has an open one for these bytes) a multipart
-    upload of one blob."""
+    upload of one blob. Every session writes to a key of its own, so a wrong or malicious upload
+    can never touch bytes another upload already verified."""
     existing = (UploadSession.objects.filter(sha256=sha256, size=size, user=user, state=UploadSession.OPEN,
                                              expires__gt=timezone.now() + timedelta(minutes=10))
                 .order_by("-created").first())
     if existing is not None:
         return existing
-    key = blob_key(sha256)
+    session_id = uuid.uuid4()
+    key = f"{blob_key(sha256)}.{session_id.hex}"
     upload_id = object_store().create_multipart(key)
-    return UploadSession.objects.create(repo=repo, user=user, sha256=sha256, size=size,
+    return UploadSession.objects.create(id=session_id, repo=repo, user=user, sha256=sha256, size=size,
                                         part_size=part_size_for(size), store_upload_id=upload_id, key=key,
                                         expires=timezone.now() + timedelta(days=1))
 
@@ -194,30 +217,38 @@ def part_length(session: UploadSession, number: int) -> int:
 
 
 def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None = None) -> Blob:
-    """Assembles the parts, verifies the bytes and records the blob. Idempotent: a completion
-    retried after a lost response finds the blob already there."""
-    blob = stored_blob(session.sha256)
+    """Assembles the parts under the session's own key, verifies size and sha256 of exactly those
+    bytes and records the blob. Claiming a session atomically (OPEN → DONE) makes a retried
+    completion after a lost response harmless."""
     store = object_store()
-    if blob is None:
-        stored = store.list_parts(session.key, session.store_upload_id)
-        expected = session.part_count
-        missing = [n for n in range(1, expected + 1) if n not in stored]
-        if missing:
-            raise BadRequest(f"parts {missing[:10]} of {expected} have not been uploaded")
-        for n, (_etag, size) in stored.items():
-            if n <= expected and size != part_length(session, n):
-                raise BadRequest(f"part {n} has {size} bytes, expected {part_length(session, n)}")
-        # Use the store's own ETags: clients may quote them differently.
-        ordered = [(n, stored[n][0] or (dict(parts or [])).get(n, "")) for n in range(1, expected + 1)]
-        try:
-            store.complete_multipart(session.key, session.store_upload_id, ordered)
-        except ObjectMissingError:
-            pass  # completed by an earlier attempt whose response was lost
-        try:
-            blob = verify_stored(session.sha256, session.size)
-        except UnprocessableEntity:
-            # The store's upload is consumed and the wrong bytes deleted: never resume this session.
-            UploadSession.objects.filter(pk=session.pk).update(state=UploadSession.ABORTED)
-            raise
-    UploadSession.objects.filter(pk=session.pk).update(state=UploadSession.DONE)
+    stored = store.list_parts(session.key, session.store_upload_id)
+    expected = session.part_count
+    missing = [n for n in range(1, expected + 1) if n not in stored]
+    if missing:
+        raise BadRequest(f"parts {missing[:10]} of {expected} have not been uploaded")
+    for n, (_etag, size) in stored.items():
+        if n <= expected and size != part_length(session, n):
+            raise BadRequest(f"part {n} has {size} bytes, expected {part_length(session, n)}")
+    if not UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.DONE):
+        raise NotFound("this upload session was already completed or aborted")
+    # Use the store's own ETags: clients may quote them differently.
+    ordered = [(n, stored[n][0] or dict(parts or []).get(n, "")) for n in range(1, expected + 1)]
+    try:
+        store.complete_multipart(session.key, session.store_upload_id, ordered)
+    except StoreUnavailableError:
+        UploadSession.objects.filter(pk=session.pk).update(state=UploadSession.OPEN)  # retry later
+        raise
+    try:
+        digest, actual = store.sha256(session.key)
+        if actual != session.size or digest != session.sha256:
+            raise UnprocessableEntity(
+                f"object {session.sha256}: the uploaded bytes ({actual} bytes) hash to {digest}; "
+                "upload the right file again")
+        blob = _install(store, session.key, session.sha256, session.size, session.user)
+    except BaseException:
+        store.delete(session.key)
+        UploadSession.objects.filter(pk=session.pk).update(state=UploadSession.ABORTED)
+        raise
+    if key_of(blob) != session.key:
+        store.delete(session.key)
     return blob

@@ -51,10 +51,26 @@ class Blob(models.Model):
     sha256 = models.CharField(max_length=64, primary_key=True)
     size = models.BigIntegerField()
     verified = models.BooleanField(default=False, help_text="sha256 checked against the stored bytes")
+    # Where the bytes live; empty = the canonical blobs/<ab>/<cd>/<sha256>. Multipart uploads to S3
+    # stay under their own session key (no copy), so no upload can ever write over verified bytes.
+    key = models.CharField(max_length=300, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({self.size} B)"
+
+
+class BlobProof(models.Model):
+    """The user has shown they hold these bytes (uploaded or sent them). Only then, or when the blob
+    is already in a repo they can read, may they reference it by hash alone: otherwise knowing a
+    sha256 would be enough to copy someone's private file into your own repo."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    blob = models.ForeignKey(Blob, on_delete=models.CASCADE, related_name="proofs")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "blob"], name="blobproof_unique")]
 
 
 class RepoBlob(models.Model):

@@ -120,7 +120,7 @@ def do_create_repo(actor: Actor, namespace: str | None, name: str, repo_type: st
             repo = Repo.objects.create(namespace=ns, name=name, type=repo_type, private=private)
     except IntegrityError:
         raise Conflict(f"{repo_type} {ns.name}/{name} already exists") from None
-    blob = blobs.ingest_bytes(GITATTRIBUTES)
+    blob = blobs.ingest_bytes(GITATTRIBUTES, actor.user)
     entry = trees.Entry(".gitattributes", trees.FILE, blob.size, blob.sha256, blobs.git_blob_oid(GITATTRIBUTES))
     store = trees.NodeStore()
     root, size, files = trees.update_dir(store, None, trees.plan_changes([(trees.PUT, ".gitattributes", entry)]),
@@ -231,6 +231,7 @@ def file_at(repo: Repo, commit: Commit, path: str) -> trees.Entry:
 class CommitOps:
     """What a commit does, already validated: puts (path → Entry), deletions, folder deletions."""
 
+    user: object | None = None
     puts: list[tuple[str, trees.Entry]] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
     delete_folders: list[str] = field(default_factory=list)
@@ -244,18 +245,15 @@ class CommitOps:
 
     def add_inline(self, path: str, data: bytes) -> None:
         check_path(path)
-        blob = blobs.ingest_bytes(data)
+        blob = blobs.ingest_bytes(data, self.user)
         self.add_file(path, blob, lfs=False, git_oid=blobs.git_blob_oid(data))
 
     def add_lfs(self, path: str, sha256: str, size: int | None) -> None:
         check_path(path)
         blobs.check_sha256(sha256)
         blob = blobs.stored_blob(sha256)
-        if blob is None and size is not None:
-            # Bytes a client put straight into the store: verified now, before anything points at them.
-            blob = blobs.verify_stored(sha256, size)
-        if blob is None:
-            raise BadRequest(f"LFS object {sha256} for {path!r} has not been uploaded")
+        if blob is None or not blobs.can_reference(self.user, [sha256]):
+            raise BadRequest(f"LFS object {sha256} for {path!r} has not been uploaded; upload it before committing")
         if size is not None and blob.size != size:
             raise BadRequest(f"LFS object {sha256} has {blob.size} bytes, not {size}")
         self.add_file(path, blob, lfs=True)
@@ -336,7 +334,7 @@ def _card_data(commit: Commit) -> dict:
     entry = entry_at(commit, README)
     if entry is None or entry.size > CARD_MAX_BYTES:
         return {}
-    text = blobs.object_store().read_bytes(blobs.blob_key(entry.ref)).decode("utf-8", "replace")
+    text = blobs.object_store().read_bytes(blobs.key_for(entry.ref)).decode("utf-8", "replace")
     meta, _ = split_card(text)
     return meta
 

@@ -137,8 +137,9 @@ class NodeStore:
 
     def put(self, node: dict) -> str:
         digest, raw = _encode(node)
-        if CACHE.get(digest) is None:
-            self.pending[digest] = raw
+        # Queued even when cached: a cached node may come from a transaction that rolled back, so
+        # only flush()'s check against the database may decide that a row already exists.
+        self.pending[digest] = raw
         return digest
 
     def flush(self) -> int:
