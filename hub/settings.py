@@ -46,6 +46,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "hub.accounts",
     "hub.repos",
+    "hub.quotas",
+    "hub.volumes",
     "hub.hfapi",
     "hub.web",
 ]

@@ -14,6 +14,12 @@ class Namespace(models.Model):
                                 related_name="namespace")
     fullname = models.CharField(max_length=200, blank=True)
     created = models.DateTimeField(auto_now_add=True)
+    # Quota: an explicit limit wins over the plan's, which wins over HUB_DEFAULT_QUOTA.
+    plan = models.ForeignKey("quotas.Plan", null=True, blank=True, on_delete=models.SET_NULL)
+    quota_bytes = models.BigIntegerField(null=True, blank=True, help_text="overrides the plan's quota")
+    # Maintained by hub.quotas.services under a lock of this row; reconciled from the truth by a task.
+    used_bytes = models.BigIntegerField(default=0)
+    reserved_bytes = models.BigIntegerField(default=0)
 
     def __str__(self) -> str:
         return self.name

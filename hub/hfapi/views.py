@@ -10,11 +10,10 @@ import binascii
 import fnmatch
 import itertools
 import json
-from urllib.parse import quote
 
 from django.conf import settings
 from django.core import signing
-from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
@@ -24,13 +23,12 @@ from hub.errors import (
     EntryNotFound,
     HubError,
     NotFound,
-    RangeNotSatisfiable,
     RepoNotFound,
     Unauthorized,
     UnprocessableEntity,
 )
 from hub.hfapi import serializers as ser
-from hub.repos import blobs, services, trees
+from hub.repos import blobs, services, serving, trees
 from hub.repos.models import Repo, UploadSession
 from hub.repos.services import Actor
 from hub.repos.validation import check_dir_path, check_path
@@ -425,30 +423,6 @@ def tag(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> Json
 
 # --- downloads --------------------------------------------------------------------------------------
 
-def _parse_range(header: str, size: int) -> tuple[int, int] | None:
-    """Single byte range → (start, end exclusive); None means 'serve the whole file'."""
-    if not header or not header.startswith("bytes=") or "," in header:
-        return None
-    spec = header[6:].strip()
-    first, _, last = spec.partition("-")
-    try:
-        if first == "":
-            n = int(last)
-            if n <= 0:
-                return None
-            return max(0, size - n), size
-        start = int(first)
-        end = int(last) + 1 if last else size
-    except ValueError:
-        return None
-    if start >= size:
-        raise RangeNotSatisfiable(f"range start {start} is beyond the file size {size}",
-                                  headers={"Content-Range": f"bytes */{size}"})
-    if end <= start:
-        return None
-    return start, min(end, size)
-
-
 @csrf_exempt
 @require_http_methods(["GET", "HEAD"])
 def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: str) -> HttpResponse:
@@ -475,53 +449,7 @@ def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, pat
         return resp
     if path in ("config.json", "README.md") and "HTTP_RANGE" not in request.META:
         services.count_download(repo)
-    store = blobs.object_store()
-    key = blobs.key_for(entry.ref)
-    url = store.presign_get(key, expires=settings.HUB_PRESIGN_SECONDS, filename=filename)
-    if url:
-        # S3/RGW answer an unsatisfiable range with 416 but no `Content-Range: bytes */size`: refuse it here.
-        _parse_range(request.META.get("HTTP_RANGE", ""), entry.size)
-        resp = HttpResponse(status=302)
-        resp["Location"] = url
-        for k, v in headers.items():
-            resp[k] = v
-        resp["Cache-Control"] = "no-store"
-        return resp
-    return _serve_local(request, store.local_path(key), entry.size, headers, filename)
-
-
-def _serve_local(request: HttpRequest, path: str, size: int, headers: dict, filename: str) -> HttpResponse:
-    rng = _parse_range(request.META.get("HTTP_RANGE", ""), size)
-    start, end = rng if rng else (0, size)
-    try:
-        fh = open(path, "rb")
-    except FileNotFoundError:
-        raise NotFound("the bytes of this file are missing from the object store; tell the operator") from None
-    if end == size:
-        # To the end of the file: FileResponse lets gunicorn use sendfile.
-        fh.seek(start)
-        resp = FileResponse(fh, content_type="application/octet-stream")
-    else:
-        fh.seek(start)
-        resp = StreamingHttpResponse(_limited(fh, end - start), content_type="application/octet-stream")
-    resp.status_code = 206 if rng else 200
-    for k, v in headers.items():
-        resp[k] = v
-    resp["Content-Length"] = str(end - start)
-    if rng:
-        resp["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
-    resp["Content-Disposition"] = f'inline; filename="{quote(filename)}"'
-    return resp
-
-
-def _limited(fh, remaining: int):
-    with fh:
-        while remaining > 0:
-            chunk = fh.read(min(1 << 20, remaining))
-            if not chunk:
-                return
-            remaining -= len(chunk)
-            yield chunk
+    return serving.blob_response(request, blobs.key_for(entry.ref), entry.size, headers, filename)
 
 
 # --- uploads ----------------------------------------------------------------------------------------
@@ -715,8 +643,7 @@ def lfs_object(request: HttpRequest, token: str) -> HttpResponse:
     blob = blobs.stored_blob(claims["o"])
     if blob is None:
         raise NotFound("object not found")
-    store = blobs.object_store()
-    return _serve_local(request, store.local_path(blobs.key_of(blob)), blob.size, {}, blob.sha256)
+    return serving.blob_response(request, blobs.key_of(blob), blob.size, {}, blob.sha256)
 
 
 def _content_length(request: HttpRequest) -> int:

@@ -138,6 +138,11 @@ class UploadSession(models.Model):
     store_upload_id = models.CharField(max_length=1024, blank=True)
     key = models.CharField(max_length=300)
     state = models.CharField(max_length=8, default=OPEN)
+    # What the bytes are for once complete: an LFS object, or a volume file ({"volume_path", "if_match"}).
+    purpose = models.CharField(max_length=16, default="lfs")
+    target = models.JSONField(default=dict, blank=True)
+    reservation = models.ForeignKey("quotas.Reservation", null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
     created = models.DateTimeField(auto_now_add=True)
     expires = models.DateTimeField()
 

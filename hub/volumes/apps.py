@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class VolumesConfig(AppConfig):
+    name = "hub.volumes"
+    label = "volumes"
