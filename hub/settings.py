@@ -114,6 +114,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = HUB_DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
 
 # Inline (base64) commit payloads can be large; the commit view reads the NDJSON stream itself and
 # paths-info may carry hundreds of paths.

@@ -1,8 +1,13 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from hub.quotas.api import QuotaView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/schema", SpectacularAPIView.as_view(), name="schema"),
+    path("api/quota", QuotaView.as_view(), name="quota"),
     path("", include("hub.hfapi.urls")),
     path("", include("hub.web.urls")),
 ]

@@ -28,6 +28,7 @@ from hub.errors import (
     UnprocessableEntity,
 )
 from hub.hfapi import serializers as ser
+from hub.quotas import services as quota_services
 from hub.repos import blobs, services, serving, trees
 from hub.repos.models import Repo, UploadSession
 from hub.repos.services import Actor
@@ -119,6 +120,7 @@ def whoami(request: HttpRequest) -> JsonResponse:
         "auth": {"type": "access_token", "accessToken": {
             "displayName": token.name if token else "session",
             "role": "read" if token and token.read_only else "write"}},
+        "quota": quota_services.report(quota_services.namespace_for(user), top=5).as_dict(),
     })
 
 
@@ -526,20 +528,27 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
     base = base_url(request)
     lfs_base = f"{base}/{'datasets/' if repo.type == Repo.DATASET else ''}{repo.repo_id}.git/info/lfs"
     out = []
-    referable = blobs.can_reference(request.user, [o.get("oid") for o in objects
-                                                   if isinstance(o, dict) and isinstance(o.get("oid"), str)])
+    valid: dict[str, int] = {}
     for obj in objects:
-        oid, size = obj.get("oid") if isinstance(obj, dict) else None, obj.get("size") if isinstance(obj, dict) else None
+        oid, size = (obj.get("oid"), obj.get("size")) if isinstance(obj, dict) else (None, None)
         try:
             blobs.check_sha256(oid)
-            if not isinstance(size, int) or size < 0:
-                raise BadRequest(f"invalid size for {oid}")
+            if not isinstance(size, int) or not 0 <= size <= blobs.MAX_BLOB_SIZE:
+                raise BadRequest(f"invalid size {size!r} for {oid}: expected 0 to {blobs.MAX_BLOB_SIZE} bytes")
         except HubError as err:
             out.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
                         "error": {"code": 422, "message": err.message}})
             continue
+        valid[oid] = size
+    referable = blobs.can_reference(request.user, list(valid))
+    stored = {oid: blobs.stored_blob(oid) for oid in valid}
+    if operation == "upload":
+        # Quota before bytes: everything this batch may upload is reserved at once, or nothing is.
+        need = {oid: size for oid, size in valid.items() if stored[oid] is None or oid not in referable}
+        quota_services.reserve_many(repo.namespace, need, user=request.user, purpose=f"lfs {repo.repo_id}")
+    for oid, size in valid.items():
         item = {"oid": oid, "size": size}
-        blob = blobs.stored_blob(oid)
+        blob = stored[oid]
         if blob is not None and oid not in referable:
             blob = None  # stored, but this caller has not shown they hold the bytes: upload them
         if operation == "download":
@@ -719,23 +728,28 @@ def commit(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> J
         elif key == "lfsFile":
             blobs.check_sha256(value.get("oid"))
     cops = services.CommitOps(user=actor.user)
-    for i, (key, value) in enumerate(ops):
-        path = value["path"]
-        if key == "file":
-            cops.add_inline(path, decoded[i])
-        elif key == "lfsFile":
-            size = value.get("size")
-            cops.add_lfs(path, value["oid"], size if isinstance(size, int) else None)
-        elif key == "deletedFile":
-            cops.delete(path)
-        elif key == "deletedFolder":
-            cops.delete_folder(path)
-        elif key == "copyFile":
-            src_commit = services.resolve_revision(repo, value.get("srcRevision") or rev)
-            cops.add_copy(path, services.file_at(repo, src_commit, check_path(str(value.get("srcPath", "")))))
-    new = services.do_commit(actor, repo, rev, cops, title=str(header.get("summary") or ""),
-                             message=str(header.get("description") or ""),
-                             parent_commit=header.get("parentCommit"))
+    cops.reserve_inline(repo.namespace, list(decoded.values()))  # quota first, then bytes
+    try:
+        for i, (key, value) in enumerate(ops):
+            path = value["path"]
+            if key == "file":
+                cops.add_inline(path, decoded[i])
+            elif key == "lfsFile":
+                size = value.get("size")
+                cops.add_lfs(path, value["oid"], size if isinstance(size, int) else None)
+            elif key == "deletedFile":
+                cops.delete(path)
+            elif key == "deletedFolder":
+                cops.delete_folder(path)
+            elif key == "copyFile":
+                src_commit = services.resolve_revision(repo, value.get("srcRevision") or rev)
+                cops.add_copy(path, services.file_at(repo, src_commit, check_path(str(value.get("srcPath", "")))))
+        new = services.do_commit(actor, repo, rev, cops, title=str(header.get("summary") or ""),
+                                 message=str(header.get("description") or ""),
+                                 parent_commit=header.get("parentCommit"))
+    except BaseException:
+        cops.release()
+        raise
     return JsonResponse({"commitUrl": f"{repo_url(request, repo)}/commit/{new.oid}", "commitOid": new.oid,
                          "pullRequestUrl": None})
 

@@ -40,7 +40,7 @@ def limit_of(ns: Namespace) -> int:
 def lock(ns: Namespace | int) -> Namespace:
     """The namespace row, locked until the end of the current transaction (which must be open)."""
     pk = ns.pk if isinstance(ns, Namespace) else ns
-    return Namespace.objects.select_for_update().select_related("plan").get(pk=pk)
+    return Namespace.objects.select_for_update(of=("self",)).select_related("plan").get(pk=pk)
 
 
 def _exceeded(ns: Namespace, limit: int, need: int) -> QuotaExceeded:
@@ -192,3 +192,47 @@ def report(ns: Namespace, top: int = 10) -> QuotaReport:
         consumers.append({"kind": "volume", "id": f"{ns.name}/volume", "bytes": vol})
     consumers.sort(key=lambda c: -c["bytes"])
     return QuotaReport(ns.name, limit_of(ns), ns.used_bytes, ns.reserved_bytes, consumers[:top])
+
+
+def namespace_for(user, name: str | None = None) -> Namespace:
+    """The user's own namespace, or an organisation they belong to (404 otherwise)."""
+    from hub.errors import NotFound
+
+    if not name or name == user.username:
+        return Namespace.objects.get(user=user)
+    ns = Namespace.objects.filter(name=name, kind=Namespace.ORG, memberships__user=user).first()
+    if ns is None:
+        raise NotFound(f"no organisation {name!r} that you belong to")
+    return ns
+
+
+def set_quota(ns: Namespace, quota_bytes: int | None, plan: Plan | None = None) -> None:
+    fields = {"quota_bytes": quota_bytes}
+    if plan is not None:
+        fields["plan"] = plan
+    Namespace.objects.filter(pk=ns.pk).update(**fields)
+
+
+def reserve_many(ns: Namespace, items: dict[str, int], *, user=None, purpose: str = "",
+                 ttl: timedelta = RESERVATION_TTL) -> list[Reservation]:
+    """Reserves several blobs (by sha256) at once, all or nothing: the bytes of those the account
+    neither references nor has reserved already must fit together. Returns the new reservations
+    (earlier ones of the same blobs are only extended)."""
+    with transaction.atomic():
+        ns = lock(ns)
+        already = referenced(ns, items)
+        existing = {r.sha256: r for r in Reservation.objects.filter(namespace=ns, sha256__in=list(items))}
+        new = {sha: size for sha, size in items.items() if sha not in already and sha not in existing}
+        need = sum(new.values())
+        limit = limit_of(ns)
+        if need and ns.used_bytes + ns.reserved_bytes + need > limit:
+            raise _exceeded(ns, limit, need)
+        expires = timezone.now() + ttl
+        if existing:
+            Reservation.objects.filter(pk__in=[r.pk for r in existing.values()]).update(expires=expires)
+        created = Reservation.objects.bulk_create(
+            [Reservation(namespace=ns, user=user, sha256=sha, size=size, purpose=purpose, expires=expires)
+             for sha, size in new.items()])
+        if need:
+            Namespace.objects.filter(pk=ns.pk).update(reserved_bytes=F("reserved_bytes") + need)
+        return created

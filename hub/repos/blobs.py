@@ -18,6 +18,7 @@ from storage.objectstore import ObjectStore, StoreUnavailableError, from_url
 SHA256_LEN = 64
 MIN_PART = 5 * 2**20  # S3's smallest part but the last
 MAX_PARTS = 10_000
+MAX_BLOB_SIZE = 5 * 2**40  # S3's largest object
 
 
 @functools.cache

@@ -23,6 +23,7 @@ from hub.errors import (
     RevisionNotFound,
     Unauthorized,
 )
+from hub.quotas import services as quotas
 from hub.repos import blobs, trees
 from hub.repos.models import Blob, Commit, Ref, Repo, RepoBlob
 from hub.repos.validation import check_name, check_path, check_ref_name
@@ -128,6 +129,7 @@ def do_create_repo(actor: Actor, namespace: str | None, name: str, repo_type: st
     store.flush()
     commit = _new_commit(repo, None, root, actor.user, "initial commit", "", files, size)
     Ref.objects.create(repo=repo, kind=Ref.BRANCH, name=repo.default_branch, commit=commit)
+    quotas.charge(quotas.lock(ns), {blob.sha256: blob.size})
     RepoBlob.objects.get_or_create(repo=repo, blob=blob)
     Repo.objects.filter(pk=repo.pk).update(head_sha=commit.oid, file_count=files, total_size=size)
     repo.refresh_from_db()
@@ -154,9 +156,12 @@ def do_delete_repo(actor: Actor, repo: Repo) -> None:
     """Deletes the repo's metadata. Its blobs stay until garbage collection finds them unreferenced."""
     check_can_write(actor, repo.namespace)
     with transaction.atomic():
+        ns = quotas.lock(repo.namespace_id)
+        candidates = dict(Blob.objects.filter(repo_refs__repo=repo).values_list("sha256", "size"))
         Ref.objects.filter(repo=repo).delete()
         Commit.objects.filter(repo=repo).update(parent=None)
         repo.delete()
+        quotas.uncharge(ns, candidates)
 
 
 def do_update_settings(actor: Actor, repo: Repo, *, private: bool | None = None) -> Repo:
@@ -176,8 +181,11 @@ def do_move_repo(actor: Actor, repo: Repo, to_namespace: str, to_name: str) -> R
     check_can_write(actor, ns)
     if Repo.objects.filter(type=repo.type, namespace=ns, name=to_name).exists():
         raise Conflict(f"{repo.type} {to_namespace}/{to_name} already exists")
+    old = repo.namespace
     Repo.objects.filter(pk=repo.pk).update(namespace=ns, name=to_name)
     repo.refresh_from_db()
+    quotas.reconcile(old)
+    quotas.reconcile(ns)
     return repo
 
 
@@ -233,6 +241,7 @@ class CommitOps:
 
     user: object | None = None
     puts: list[tuple[str, trees.Entry]] = field(default_factory=list)
+    reservations: list = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
     delete_folders: list[str] = field(default_factory=list)
     blobs: set[str] = field(default_factory=set)
@@ -242,6 +251,16 @@ class CommitOps:
         oid = git_oid or blobs.lfs_pointer_oid(blob.sha256, blob.size)
         self.puts.append((path, trees.Entry(path.rsplit("/", 1)[-1], trees.FILE, blob.size, blob.sha256, oid, lfs)))
         self.blobs.add(blob.sha256)
+
+    def reserve_inline(self, namespace: Namespace, contents: list[bytes]) -> None:
+        """Reserves quota for inline file contents before their bytes are stored."""
+        sizes = {hashlib.sha256(c).hexdigest(): len(c) for c in contents}
+        self.reservations += quotas.reserve_many(namespace, sizes, user=self.user, purpose="commit")
+
+    def release(self) -> None:
+        for r in self.reservations:
+            quotas.release(r)
+        self.reservations = []
 
     def add_inline(self, path: str, data: bytes) -> None:
         check_path(path)
@@ -314,12 +333,15 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
     store = trees.NodeStore()
     root, size, files = trees.update_dir(store, head.tree, plan, keep_empty=True)
     with transaction.atomic():
+        ns = quotas.lock(repo.namespace_id)
         store.flush()
         commit = _new_commit(repo, head, root, actor.user, title.strip(), message, files, size)
         moved = Ref.objects.filter(pk=ref.pk, commit=head).update(commit=commit, updated=timezone.now())
         if not moved:
             raise Conflict(f"another commit landed on {branch!r} at the same time; retry")
         if ops.blobs:
+            sizes = dict(Blob.objects.filter(pk__in=ops.blobs).values_list("sha256", "size"))
+            quotas.charge(ns, sizes, reservations=ops.reservations)
             RepoBlob.objects.bulk_create([RepoBlob(repo=repo, blob_id=b) for b in ops.blobs], ignore_conflicts=True)
         fields = {"last_modified": commit.created}
         if branch == repo.default_branch:
@@ -385,6 +407,7 @@ def do_delete_branch(actor: Actor, repo: Repo, name: str) -> None:
         raise BadRequest(f"cannot delete the default branch {name!r}")
     if not Ref.objects.filter(repo=repo, kind=Ref.BRANCH, name=name).delete()[0]:
         raise RevisionNotFound(f"branch {name!r} not found in {repo.repo_id}")
+    _schedule_prune(repo)
 
 
 def do_create_tag(actor: Actor, repo: Repo, name: str, revision: str | None, message: str = "") -> Ref:
@@ -402,6 +425,66 @@ def do_delete_tag(actor: Actor, repo: Repo, name: str) -> None:
     check_can_write(actor, repo.namespace)
     if not Ref.objects.filter(repo=repo, kind=Ref.TAG, name=name).delete()[0]:
         raise RevisionNotFound(f"tag {name!r} not found in {repo.repo_id}")
+    _schedule_prune(repo)
+
+
+def _schedule_prune(repo: Repo) -> None:
+    from hub.repos.tasks import prune_repo
+
+    transaction.on_commit(lambda: prune_repo.delay(repo.pk))
+
+
+def reachable_blobs(repo: Repo) -> tuple[set[int], set[str]]:
+    """(ids of commits reachable from a branch or tag, sha256 of every blob their trees hold).
+    Each tree node is read once however many commits share it."""
+    parents = dict(Commit.objects.filter(repo=repo).values_list("id", "parent_id"))
+    heads = set(Ref.objects.filter(repo=repo).values_list("commit_id", flat=True))
+    reachable: set[int] = set()
+    for head in heads:
+        cur = head
+        while cur is not None and cur not in reachable:
+            reachable.add(cur)
+            cur = parents.get(cur)
+    roots = set(Commit.objects.filter(id__in=reachable).values_list("tree", flat=True))
+    store = trees.NodeStore()
+    seen: set[str] = set()
+    shas: set[str] = set()
+    stack = list(roots)
+    while stack:
+        batch = [d for d in stack[:500] if d not in seen]
+        del stack[:500]
+        seen.update(batch)
+        for node in store.get_many(batch).values() if batch else ():
+            if node["k"] == "I":
+                stack.extend(c[1] for c in node["c"] if c[1] not in seen)
+                continue
+            for raw in node["e"]:
+                if raw[1] == trees.FILE:
+                    shas.add(raw[3])
+                elif raw[3] not in seen:
+                    stack.append(raw[3])
+    return reachable, shas
+
+
+def do_prune_repo(repo: Repo) -> int:
+    """Drops commits no branch or tag reaches any more, and the repo's references to blobs only they
+    held; the account gets those bytes back unless something else of it references them. Returns
+    the bytes given back."""
+    reachable, shas = reachable_blobs(repo)
+    with transaction.atomic():
+        ns = quotas.lock(repo.namespace_id)
+        stale = set(RepoBlob.objects.filter(repo=repo).values_list("blob_id", flat=True)) - shas
+        dead = Commit.objects.filter(repo=repo).exclude(id__in=reachable)
+        if dead.exists():
+            dead.update(parent=None)
+            Commit.objects.filter(repo=repo).exclude(id__in=reachable).delete()
+        if not stale:
+            return 0
+        sizes = dict(Blob.objects.filter(pk__in=stale).values_list("sha256", "size"))
+        stale_list = list(stale)
+        for i in range(0, len(stale_list), 500):
+            RepoBlob.objects.filter(repo=repo, blob_id__in=stale_list[i:i + 500]).delete()
+        return quotas.uncharge(ns, sizes)
 
 
 def list_refs(repo: Repo) -> tuple[list[Ref], list[Ref]]:

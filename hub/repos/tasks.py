@@ -17,3 +17,13 @@ def abort_expired_uploads() -> int:
             object_store().abort_multipart(session.key, session.store_upload_id)
             n += 1
     return n
+
+
+@shared_task(acks_late=True)
+def prune_repo(repo_id: int) -> int:
+    """After a branch or tag is deleted: drop unreachable history and give its bytes back."""
+    from hub.repos.models import Repo
+    from hub.repos.services import do_prune_repo
+
+    repo = Repo.objects.filter(pk=repo_id).first()
+    return do_prune_repo(repo) if repo is not None else 0

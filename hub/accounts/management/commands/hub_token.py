@@ -13,7 +13,7 @@ class Command(BaseCommand):
         parser.add_argument("username")
         parser.add_argument("--read-only", action="store_true", help="the token can read but not write")
         parser.add_argument("--name", default="cli", help="a label for the token")
-        parser.add_argument("--quota", help="set the account's quota, e.g. 100GB (applies once quotas land)")
+        parser.add_argument("--quota", help="set the account's storage quota, e.g. 100GB or 500MiB")
 
     def handle(self, *args, username: str, read_only: bool, name: str, quota: str | None, **kw) -> None:
         try:
@@ -21,7 +21,15 @@ class Command(BaseCommand):
         except HubError as err:
             raise CommandError(err.message) from None
         if quota:
-            self.stderr.write("note: --quota is accepted but quotas are not enforced by this version")
+            from hub.config import ConfigError, format_size, parse_size
+            from hub.quotas.services import set_quota
+
+            try:
+                size = parse_size(quota)
+            except ConfigError as err:
+                raise CommandError(str(err)) from None
+            set_quota(user.namespace, size)
+            self.stdout.write(f"quota of {username}: {format_size(size)}")
         token = do_create_token(user, name=name, read_only=read_only)
         self.stdout.write(f"{'read-only' if read_only else 'read/write'} token for {username}:")
         self.stdout.write(token)

@@ -1,0 +1,155 @@
+"""Quotas on repos, seen as a user sees them: the 413 text in the client's exception, the figures
+in /api/quota, space given back, and a limit that holds under a race."""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from huggingface_hub import CommitOperationAdd
+from huggingface_hub.errors import HfHubHTTPError
+
+from tests.test_hf_write import auth, lfs_batch, stored_objects
+
+MB = 10**6
+MIB = 2**20
+
+
+def quota(hub, token: str) -> dict:
+    resp = requests.get(f"{hub.url}/api/quota", headers=auth(token), timeout=10)
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+@pytest.fixture
+def carol(hub, unique):
+    """A user with a 30 MB quota."""
+    name = f"carol{unique}"
+    out = hub.manage("hub_token", name, "--quota", "30MB").stdout.strip().splitlines()
+    assert f"quota of {name}: 30 MB" in out
+    return name, out[-1]
+
+
+def test_it_reports_limit_usage_and_consumers(hub, carol):
+    name, token = carol
+    q = quota(hub, token)
+    assert (q["namespace"], q["limit"], q["used"], q["reserved"]) == (name, 30 * MB, 0, 0)
+    hub.api(token).create_repo(f"{name}/m")
+    data = os.urandom(2 * MB)
+    hub.api(token).upload_file(path_or_fileobj=data, path_in_repo="w.bin", repo_id=f"{name}/m")
+    q = quota(hub, token)
+    assert 2 * MB < q["used"] < 2 * MB + 2000  # the file plus the small .gitattributes
+    assert q["largest_consumers"][0] == {"kind": "model", "id": f"{name}/m", "bytes": q["used"]}
+    assert hub.api(token).whoami()["quota"]["used"] == q["used"]
+
+
+def test_it_refuses_an_lfs_upload_over_quota_with_the_figures_and_stores_nothing(hub, carol):
+    name, token = carol
+    api = hub.api(token)
+    api.create_repo(f"{name}/big")
+    before = stored_objects(hub)
+    too_big = os.urandom(31 * MIB)
+    with pytest.raises(HfHubHTTPError) as err:
+        api.upload_file(path_or_fileobj=io.BytesIO(too_big), path_in_repo="huge.bin", repo_id=f"{name}/big")
+    assert err.value.response.status_code == 413
+    text = str(err.value)
+    assert f"quota exceeded for {name}:" in text and "of 30 MB used" in text and "this upload needs 32.5 MB" in text
+    assert stored_objects(hub) == before
+    q = quota(hub, token)
+    assert q["reserved"] == 0 and q["used"] < 2000
+    assert api.list_repo_files(f"{name}/big") == [".gitattributes"]
+
+
+def test_it_refuses_inline_files_over_quota_before_storing_them(hub, carol):
+    name, token = carol
+    api = hub.api(token)
+    api.create_repo(f"{name}/inline")
+    before = stored_objects(hub)
+    ops = [CommitOperationAdd(path_in_repo=f"f{i}.bin", path_or_fileobj=os.urandom(8 * MB)) for i in range(4)]
+    with pytest.raises(HfHubHTTPError) as err:
+        api.create_commit(f"{name}/inline", operations=ops, commit_message="too much")
+    assert err.value.response.status_code == 413 and "quota exceeded" in str(err.value)
+    assert stored_objects(hub) == before
+    assert quota(hub, token)["reserved"] == 0
+
+
+def test_it_counts_a_blob_once_per_account_and_once_for_each_account(hub, carol, unique):
+    name, token = carol
+    other = hub.token(f"dave{unique}")
+    data = os.urandom(5 * MB)
+    for repo in ("a", "b"):
+        hub.api(token).create_repo(f"{name}/{repo}")
+        hub.api(token).upload_file(path_or_fileobj=data, path_in_repo="same.bin", repo_id=f"{name}/{repo}")
+    used_by_me = quota(hub, token)["used"]
+    assert 5 * MB < used_by_me < 5 * MB + 2000  # two repos, one copy counted
+    hub.api(other).create_repo(f"dave{unique}/c")
+    hub.api(other).upload_file(path_or_fileobj=data, path_in_repo="same.bin", repo_id=f"dave{unique}/c")
+    assert 5 * MB < quota(hub, other)["used"] < 5 * MB + 2000
+    assert quota(hub, token)["used"] == used_by_me
+
+
+def test_it_gives_space_back_when_no_revision_references_the_bytes(hub, carol):
+    name, token = carol
+    api = hub.api(token)
+    repo = f"{name}/history"
+    api.create_repo(repo)
+    base = quota(hub, token)["used"]
+    kept, dropped = os.urandom(3 * MB), os.urandom(4 * MB)
+    api.upload_file(path_or_fileobj=kept, path_in_repo="kept.bin", repo_id=repo)
+    api.create_branch(repo, branch="experiment")
+    api.upload_file(path_or_fileobj=dropped, path_in_repo="dropped.bin", repo_id=repo, revision="experiment")
+    assert quota(hub, token)["used"] == base + 7 * MB
+    # Deleting a file keeps it in history: no space back.
+    api.delete_file("kept.bin", repo_id=repo)
+    assert quota(hub, token)["used"] == base + 7 * MB
+    # Deleting the branch drops the only revision that held dropped.bin.
+    api.delete_branch(repo, branch="experiment")
+    assert quota(hub, token)["used"] == base + 3 * MB
+    # Deleting the repo gives everything back.
+    api.delete_repo(repo)
+    assert quota(hub, token)["used"] == 0
+
+
+def test_it_holds_the_limit_when_fifty_uploads_race_for_the_last_bytes(hub, unique):
+    name = f"erin{unique}"
+    token = hub.manage("hub_token", name, "--quota", "10MB").stdout.strip().splitlines()[-1]
+    hub.api(token).create_repo(f"{name}/race")
+    free = 10 * MB - quota(hub, token)["used"]
+    size = 1 * MB
+    blobs = [os.urandom(16) for _ in range(50)]  # only the hashes travel: reservations come first
+    oids = [hashlib.sha256(b).hexdigest() for b in blobs]
+
+    def ask(oid: str) -> int:
+        resp = requests.post(f"{hub.url}/{name}/race.git/info/lfs/objects/batch", timeout=60,
+                             headers=auth(token) | {"Content-Type": "application/vnd.git-lfs+json"},
+                             json={"operation": "upload", "transfers": ["basic", "multipart"],
+                                   "objects": [{"oid": oid, "size": size}]})
+        return resp.status_code
+
+    with ThreadPoolExecutor(max_workers=25) as pool:
+        statuses = list(pool.map(ask, oids))
+    granted = statuses.count(200)
+    assert statuses.count(413) == 50 - granted
+    assert granted == free // size
+    q = quota(hub, token)
+    assert q["reserved"] == granted * size
+    assert q["used"] + q["reserved"] <= q["limit"]
+
+
+def test_it_does_not_charge_bytes_the_account_already_holds(hub, carol):
+    name, token = carol
+    data = os.urandom(12 * MIB)
+    oid = hashlib.sha256(data).hexdigest()
+    hub.api(token).create_repo(f"{name}/one")
+    hub.api(token).upload_file(path_or_fileobj=io.BytesIO(data), path_in_repo="w.bin", repo_id=f"{name}/one")
+    hub.api(token).create_repo(f"{name}/two")
+    used = quota(hub, token)["used"]
+    answer = lfs_batch(hub, token, f"{name}/two", [(oid, len(data))])["objects"][0]
+    assert "actions" not in answer
+    assert quota(hub, token)["reserved"] == 0
+    hub.api(token).upload_file(path_or_fileobj=io.BytesIO(data), path_in_repo="w.bin", repo_id=f"{name}/two")
+    # Same bytes in a second repo of the same account (and the same .gitattributes): nothing more.
+    assert quota(hub, token)["used"] == used
