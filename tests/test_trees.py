@@ -381,3 +381,27 @@ def test_it_refuses_to_write_inside_a_file():
     with pytest.raises(Conflict):
         trees.plan_changes([(PUT, "x", file_entry("x")), (PUT, "x/y", file_entry("x/y"))])
     assert trees.resolve(NodeStore(), root, "a/b.txt") is not None
+
+
+def test_it_caps_leaves_when_names_never_hash_to_a_cut_point():
+    """Names picked so none is a natural cut point must still give bounded leaves, and updates must
+    still land on the same tree a from-scratch build gives."""
+    names = [n for n in (f"evil_{i:06d}" for i in range(20_000)) if not trees._is_cut(n)][:5000]
+    files = {f"d/{n}": file_entry(f"d/{n}") for n in names}
+    root = build(files)
+    store = NodeStore()
+    directory = trees.resolve(store, root, "d")
+    index = store.get(directory.ref)
+    assert index["k"] == "I"
+    assert max(c[2] for c in index["c"]) <= trees.CHUNK_MAX
+    rng = random.Random(7)
+    for step in range(12):
+        victim = rng.choice(sorted(files))
+        if step % 3 == 0:
+            added = f"d/evil_new_{step}"
+            files[added] = file_entry(added)
+            root, _ = commit(root, [(DELETE, victim, None), (PUT, added, files[added])])
+        else:
+            root, _ = commit(root, [(DELETE, victim, None)])
+        del files[victim]
+        assert root == build(files), f"step {step}: incremental tree differs from a fresh build"

@@ -7,7 +7,7 @@ built it, and a change touches only the chunk(s) around the changed names.
 
   * A directory with one chunk is a single leaf node: {"k": "L", "e": [entry, ...]}.
   * A larger one is an index node over its leaves: {"k": "I", "c": [[first_name, leaf_digest,
-    n_entries, bytes, files], ...]}.
+    n_entries, bytes, files, ends_at_natural_cut], ...]}.
 
 Entries are JSON lists:
   file: [name, "f", size, sha256, git_oid, is_lfs]
@@ -32,6 +32,10 @@ from dataclasses import dataclass
 from hub.errors import Conflict, EntryNotFound
 
 CHUNK_AVERAGE = 256
+# A leaf is also cut at this many entries, so names chosen never to hash to a cut point cannot build
+# one giant leaf. Such cuts depend on where the previous natural cut was, so an update re-chunks
+# forward until it reaches an untouched leaf that ends at a natural cut.
+CHUNK_MAX = 1024
 FILE, DIR = "f", "d"
 
 
@@ -294,12 +298,16 @@ def _chunk(entries: list[list]) -> list[list[list]]:
     chunks, current = [], []
     for raw in entries:
         current.append(raw)
-        if _is_cut(raw[0]):
+        if _is_cut(raw[0]) or len(current) >= CHUNK_MAX:
             chunks.append(current)
             current = []
     if current:
         chunks.append(current)
     return chunks
+
+
+def _ends_naturally(meta: list) -> bool:
+    return bool(meta[5]) if len(meta) > 5 else True
 
 
 def _summary(entries: list[list]) -> tuple[int, int]:
@@ -332,7 +340,15 @@ def update_dir(store: NodeStore, digest: str | None, plan: dict, prefix: str = "
     for name in plan:
         i = max(0, bisect.bisect_right(firsts, name) - 1) if n > 1 else 0
         by_leaf.setdefault(i, []).append(name)
-    touched = set(by_leaf) | {i + 1 for i in by_leaf if i + 1 < n}
+    touched: set[int] = set()
+    for i in by_leaf:
+        touched.add(i)
+        j = i
+        while j + 1 < n:  # re-chunk up to an untouched leaf whose end is a natural cut
+            j += 1
+            touched.add(j)
+            if j not in by_leaf and _ends_naturally(chunk_meta[j]):
+                break
     missing = [chunk_meta[i][1] for i in touched if i not in leaves]
     if missing:
         fetched = store.get_many(missing)
@@ -361,7 +377,7 @@ def update_dir(store: NodeStore, digest: str | None, plan: dict, prefix: str = "
             for name in by_leaf.get(li, ()):
                 _apply(store, entries, name, plan[name], prefix)
         for chunk in _chunk([entries[k] for k in sorted(entries)]):
-            new_chunks.append([chunk[0][0], chunk, len(chunk), *_summary(chunk)])
+            new_chunks.append([chunk[0][0], chunk, len(chunk), *_summary(chunk), int(_is_cut(chunk[-1][0]))])
         i = run[-1] + 1
 
     if not new_chunks:

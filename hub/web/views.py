@@ -1,6 +1,8 @@
 """A minimal catalog page; the full web catalog is its own issue."""
 from __future__ import annotations
 
+import itertools
+
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -33,7 +35,7 @@ def repo_page(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResp
     commit = services.resolve_revision(repo, None)
     from hub.repos import trees
 
-    files = [(p, e) for p, e in trees.walk(trees.NodeStore(), commit.tree)][:500]
+    files = list(itertools.islice(trees.walk(trees.NodeStore(), commit.tree), 500))
     return render(request, "web/repo.html", {"repo": repo, "commit": commit, "files": files})
 
 
