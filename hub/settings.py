@@ -139,6 +139,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND") or None
+# Periodic work, run by `celery beat` where a broker is configured.
+CELERY_BEAT_SCHEDULE = {
+    "expire-volume-sessions": {"task": "hub.volumes.tasks.expire_volume_sessions", "schedule": 300.0},
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -8,6 +8,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
     path("api/quota", QuotaView.as_view(), name="quota"),
+    path("api/volume/", include("hub.volumes.urls")),
     path("", include("hub.hfapi.urls")),
     path("", include("hub.web.urls")),
 ]

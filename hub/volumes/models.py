@@ -10,7 +10,9 @@ from hub.repos.models import Blob
 
 class Volume(models.Model):
     namespace = models.OneToOneField(Namespace, on_delete=models.CASCADE, related_name="volume")
-    root = models.OneToOneField("VolumeEntry", null=True, on_delete=models.PROTECT, related_name="+")
+    # SET_NULL, not PROTECT: deleting an account (its namespace, volume and entries) must not be blocked
+    # by its own root entry. The services never delete a root.
+    root = models.OneToOneField("VolumeEntry", null=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

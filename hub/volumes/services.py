@@ -1,0 +1,375 @@
+"""Volumes: each user's mutable POSIX-like tree of (path → blob).
+
+Locking: every change of a volume's tree runs in a transaction that first locks the owner's
+Namespace row (`hub.quotas.services.lock`), the lock that also guards the account's usage. So
+"which blobs the account references" and "how many bytes it uses" change together, and two changes
+of one volume never interleave. Reads take no lock: a file is one row (blob, size), so a reader sees
+the old or the new version of a file, never a mix; a rename is one row update.
+
+Bytes never land under a path before they are complete and verified: a write streams them into the
+object store first (content-addressed, so nothing there is ever overwritten) and only then, in one
+short transaction, points the entry at the new blob.
+"""
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import BinaryIO
+
+from django.db import transaction
+from django.utils import timezone
+
+from hub.accounts.models import Namespace
+from hub.errors import BadRequest, Conflict, EntryNotFound, NotFound, PreconditionFailed, UnprocessableEntity
+from hub.quotas import services as quotas
+from hub.quotas.models import Reservation
+from hub.repos import blobs
+from hub.repos.models import Blob
+from hub.repos.validation import check_path
+from hub.volumes.models import Volume, VolumeEntry
+
+PAGE = 100
+MAX_PAGE = 1000
+MAX_PUT = 5 * 2**30  # larger files go through upload sessions
+WRITE_TTL = timedelta(hours=6)  # a reservation held by a single PUT outlives any sane request
+_CHUNK = 500  # rows per IN (...) list
+
+
+class FileExists(Conflict):
+    code = "FileExists"
+
+
+class NotADirectory(Conflict):
+    code = "NotADirectory"
+
+
+class IsADirectory(Conflict):
+    code = "IsADirectory"
+
+
+class DirectoryNotEmpty(Conflict):
+    code = "DirectoryNotEmpty"
+
+
+# --- paths and lookups ------------------------------------------------------------------------------
+
+def check_volume_path(path: str | None, *, root_ok: bool = False, directory: bool = False) -> str:
+    """A safe volume path: relative, no '.', '..' or empty components, no control characters, not
+    overlong (hub.repos.validation.check_path). '' is the root, allowed only where `root_ok`; where
+    the path may name a `directory`, one trailing '/' is tolerated."""
+    if path is None:
+        path = ""
+    if not isinstance(path, str):
+        raise BadRequest("a path must be a string")
+    if directory and path.endswith("/") and path != "/":
+        path = path[:-1]
+    if path in ("", "/"):
+        if root_ok:
+            return ""
+        raise BadRequest("this operation needs a path below the volume root")
+    return check_path(path)
+
+
+def _names(path: str) -> list[str]:
+    return path.split("/") if path else []
+
+
+def volume_of(user) -> Volume:
+    """The user's volume, created with its root directory on first use."""
+    vol = Volume.objects.select_related("namespace").filter(namespace__user=user).first()
+    if vol is not None and vol.root_id is not None:
+        return vol
+    ns = Namespace.objects.filter(user=user, kind=Namespace.USER).first()
+    if ns is None:
+        raise NotFound(f"{user.username} has no personal namespace, so no volume")
+    with transaction.atomic():
+        quotas.lock(ns)
+        vol, _ = Volume.objects.get_or_create(namespace=ns)
+        if vol.root_id is None:
+            vol.root = VolumeEntry.objects.create(volume=vol, parent=None, name="", is_dir=True, mtime=timezone.now())
+            vol.save(update_fields=["root"])
+    return Volume.objects.select_related("namespace").get(pk=vol.pk)
+
+
+def resolve(volume: Volume, path: str) -> VolumeEntry | None:
+    """The entry at `path` (already checked), or None. One query per path component."""
+    names = _names(path)
+    if not names:
+        return VolumeEntry.objects.get(pk=volume.root_id)
+    parent_id = volume.root_id
+    entry = None
+    for i, name in enumerate(names):
+        entry = VolumeEntry.objects.filter(parent_id=parent_id, name=name).first()
+        if entry is None or (i < len(names) - 1 and not entry.is_dir):
+            return None
+        parent_id = entry.pk
+    return entry
+
+
+def access_entry(volume: Volume, path: str) -> VolumeEntry:
+    entry = resolve(volume, path)
+    if entry is None:
+        raise EntryNotFound(f"{path!r} does not exist in your volume")
+    return entry
+
+
+def access_file(volume: Volume, path: str) -> VolumeEntry:
+    entry = access_entry(volume, path)
+    if entry.is_dir:
+        raise IsADirectory(f"{path!r} is a directory; list it with /api/volume/ls")
+    return entry
+
+
+def list_dir(volume: Volume, path: str, cursor: str | None = None, limit: int = PAGE
+             ) -> tuple[list[VolumeEntry], str | None]:
+    """One page of a directory, ordered by name, starting after `cursor` (a name). Returns the
+    entries and the cursor of the next page (None on the last). Costs depth + 1 queries."""
+    directory = access_entry(volume, path)
+    if not directory.is_dir:
+        raise NotADirectory(f"{path!r} is a file, not a directory")
+    limit = max(1, min(limit, MAX_PAGE))
+    qs = VolumeEntry.objects.filter(parent=directory).order_by("name")
+    if cursor:
+        qs = qs.filter(name__gt=cursor)
+    rows = list(qs[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (rows[-1].name if more else None)
+
+
+def check_preconditions(current: VolumeEntry | None, path: str, *, if_match: str | None = None,
+                        if_none_match: bool = False) -> None:
+    """`if_match`: the file must exist with this ETag (its sha256), or exist at all for '*'.
+    `if_none_match`: the path must not exist (create-only)."""
+    if if_none_match and current is not None:
+        raise PreconditionFailed(f"{path!r} already exists (If-None-Match: *)")
+    if not if_match:
+        return
+    if current is None:
+        raise PreconditionFailed(f"{path!r} does not exist, so it cannot match the ETag {if_match!r}")
+    if current.is_dir:
+        raise PreconditionFailed(f"{path!r} is a directory, which has no ETag")
+    if if_match != "*" and current.blob_id != if_match:
+        raise PreconditionFailed(f"{path!r} has changed: its ETag is {current.blob_id}, not {if_match}; "
+                                 "read it again before overwriting")
+
+
+# --- directories, moves, deletes ---------------------------------------------------------------------
+
+def _child(parent_id: int, name: str) -> VolumeEntry | None:
+    return VolumeEntry.objects.filter(parent_id=parent_id, name=name).first()
+
+
+def _directory(volume: Volume, names: list[str], *, create: bool) -> VolumeEntry:
+    """The directory at `names`, creating missing ones if `create`. Call under the volume's lock."""
+    current = VolumeEntry.objects.get(pk=volume.root_id)
+    now = timezone.now()
+    for i, name in enumerate(names):
+        child = _child(current.pk, name)
+        if child is None:
+            if not create:
+                raise EntryNotFound(f"directory {'/'.join(names[:i + 1])!r} does not exist in your volume")
+            child = VolumeEntry.objects.create(volume=volume, parent=current, name=name, is_dir=True, mtime=now)
+        elif not child.is_dir:
+            raise NotADirectory(f"{'/'.join(names[:i + 1])!r} is a file, not a directory")
+        current = child
+    return current
+
+
+def check_parents(volume: Volume, path: str) -> None:
+    """Fails early (without the lock) if a parent of `path` is a file. Writes create missing parents."""
+    parent_id = volume.root_id
+    names = _names(path)[:-1]
+    for i, name in enumerate(names):
+        child = _child(parent_id, name)
+        if child is None:
+            return
+        if not child.is_dir:
+            raise NotADirectory(f"{'/'.join(names[:i + 1])!r} is a file, not a directory")
+        parent_id = child.pk
+
+
+def do_mkdir(volume: Volume, path: str, *, parents: bool = False) -> tuple[VolumeEntry, bool]:
+    """Creates a directory; with `parents`, missing parents too and an existing directory is fine
+    (mkdir -p). Returns (entry, created)."""
+    names = _names(path)
+    with transaction.atomic():
+        quotas.lock(volume.namespace_id)
+        parent = _directory(volume, names[:-1], create=parents)
+        existing = _child(parent.pk, names[-1])
+        if existing is not None:
+            if existing.is_dir and parents:
+                return existing, False
+            raise FileExists(f"{path!r} already exists")
+        return VolumeEntry.objects.create(volume=volume, parent=parent, name=names[-1], is_dir=True,
+                                          mtime=timezone.now()), True
+
+
+def do_move(volume: Volume, src: str, dst: str, *, overwrite: bool = False, parents: bool = False) -> VolumeEntry:
+    """Renames or moves a file or a directory: one row update, whatever lies below. With `overwrite`,
+    replaces a file by a file or an empty directory by a directory, like rename(2)."""
+    dst_names = _names(dst)
+    with transaction.atomic():
+        ns = quotas.lock(volume.namespace_id)
+        entry = access_entry(volume, src)
+        if entry.pk == volume.root_id:
+            raise BadRequest("the volume root cannot be moved")
+        target_dir = _directory(volume, dst_names[:-1], create=parents)
+        if entry.is_dir:
+            ancestor_id = target_dir.pk
+            while ancestor_id is not None:
+                if ancestor_id == entry.pk:
+                    raise BadRequest(f"cannot move {src!r} into itself ({dst!r})")
+                ancestor_id = VolumeEntry.objects.filter(pk=ancestor_id).values_list("parent_id", flat=True).first()
+        existing = _child(target_dir.pk, dst_names[-1])
+        freed: dict[str, int] = {}
+        if existing is not None and existing.pk != entry.pk:
+            if not overwrite:
+                raise FileExists(f"{dst!r} already exists; pass overwrite to replace it")
+            if existing.is_dir and not entry.is_dir:
+                raise IsADirectory(f"{dst!r} is a directory; a file cannot replace it")
+            if entry.is_dir and not existing.is_dir:
+                raise NotADirectory(f"{dst!r} is a file; a directory cannot replace it")
+            if existing.is_dir and existing.children.exists():
+                raise DirectoryNotEmpty(f"{dst!r} is a directory that is not empty")
+            if existing.blob_id:
+                freed[existing.blob_id] = existing.size
+            existing.delete()
+        VolumeEntry.objects.filter(pk=entry.pk).update(parent=target_dir, name=dst_names[-1])
+        if freed:
+            quotas.uncharge(ns, freed)
+        entry.parent, entry.name = target_dir, dst_names[-1]
+        return entry
+
+
+def _subtree(root: VolumeEntry) -> tuple[list[list[int]], dict[str, int]]:
+    """Ids of the entries below `root`, level by level, and the blobs they reference."""
+    levels: list[list[int]] = []
+    blob_sizes: dict[str, int] = {}
+    frontier = [root.pk]
+    while frontier:
+        level: list[int] = []
+        dirs: list[int] = []
+        for i in range(0, len(frontier), _CHUNK):
+            rows = VolumeEntry.objects.filter(parent_id__in=frontier[i:i + _CHUNK]).values_list(
+                "id", "is_dir", "blob_id", "size")
+            for pk, is_dir, blob_id, size in rows:
+                level.append(pk)
+                if is_dir:
+                    dirs.append(pk)
+                elif blob_id:
+                    blob_sizes[blob_id] = size
+        if level:
+            levels.append(level)
+        frontier = dirs
+    return levels, blob_sizes
+
+
+def do_delete(volume: Volume, path: str, *, recursive: bool = False, if_match: str | None = None) -> int:
+    """Deletes a file, or a directory (non-empty ones only with `recursive`), then gives the account
+    back the bytes of blobs nothing else of it references. Returns the bytes freed."""
+    with transaction.atomic():
+        ns = quotas.lock(volume.namespace_id)
+        entry = access_entry(volume, path)
+        if entry.pk == volume.root_id:
+            raise BadRequest("the volume root cannot be deleted; delete what is in it")
+        check_preconditions(entry, path, if_match=if_match)
+        blob_sizes: dict[str, int] = {entry.blob_id: entry.size} if entry.blob_id else {}
+        if entry.is_dir:
+            levels, below = _subtree(entry)
+            if levels and not recursive:
+                raise DirectoryNotEmpty(f"{path!r} is not empty; delete it with recursive=true")
+            blob_sizes.update(below)
+            for level in reversed(levels):  # deepest first: nothing left to cascade to
+                for i in range(0, len(level), _CHUNK):
+                    VolumeEntry.objects.filter(pk__in=level[i:i + _CHUNK]).delete()
+        entry.delete()
+        items = list(blob_sizes.items())
+        return sum(quotas.uncharge(ns, dict(items[i:i + _CHUNK])) for i in range(0, len(items), _CHUNK))
+
+
+# --- writes -----------------------------------------------------------------------------------------
+
+def _live(reservation: Reservation | None) -> list[Reservation]:
+    """The reservation, if it still exists: expiry may have released it while bytes were flowing,
+    and charging a released reservation would count its bytes free twice."""
+    if reservation is None:
+        return []
+    return list(Reservation.objects.filter(pk=reservation.pk))
+
+
+def do_install(volume: Volume, path: str, blob: Blob, *, reservation: Reservation | None = None,
+               if_match: str | None = None, if_none_match: bool = False) -> tuple[VolumeEntry, bool]:
+    """Points `path` at verified bytes, atomically: creates missing parent directories, checks the
+    preconditions against the current entry, charges the blob (converting `reservation`) and gives
+    back the bytes of the blob it replaces. Returns (entry, created). The caller releases
+    `reservation` if this raises."""
+    names = _names(path)
+    with transaction.atomic():
+        ns = quotas.lock(volume.namespace_id)
+        parent = _directory(volume, names[:-1], create=True)
+        current = _child(parent.pk, names[-1])
+        check_preconditions(current, path, if_match=if_match, if_none_match=if_none_match)
+        if current is not None and current.is_dir:
+            raise IsADirectory(f"{path!r} is a directory; a file cannot replace it")
+        quotas.charge(ns, {blob.sha256: blob.size}, reservations=_live(reservation))
+        now = timezone.now()
+        if current is None:
+            entry = VolumeEntry.objects.create(volume=volume, parent=parent, name=names[-1], blob=blob,
+                                               size=blob.size, mtime=now)
+            return entry, True
+        old = {current.blob_id: current.size} if current.blob_id and current.blob_id != blob.sha256 else {}
+        VolumeEntry.objects.filter(pk=current.pk).update(blob=blob, size=blob.size, mtime=now)
+        if old:
+            quotas.uncharge(ns, old)
+        current.blob, current.size, current.mtime = blob, blob.size, now
+        return current, False
+
+
+def store_stream(stream: BinaryIO, size: int, *, user=None, sha256: str | None = None) -> Blob:
+    """Streams exactly `size` bytes into the object store, hashing them on the way, and records
+    them as a verified blob (identical bytes are stored once). With `sha256`, the bytes must hash
+    to it. Nothing is recorded, and the staging object is deleted, if they fall short or differ."""
+    store = blobs.object_store()
+    hasher = blobs._HashingReader(stream, size)
+    # A key of its own under blobs/: on S3 verified bytes stay where they landed (Blob.key), so it
+    # must not look like temporary garbage to anything that cleans the bucket.
+    staging = f"blobs/volume/{uuid.uuid4().hex}"
+    blob = None
+    try:
+        store.put_stream(staging, hasher, size)
+        if hasher.count != size:
+            raise BadRequest(f"expected {size} bytes, received {hasher.count}; nothing was changed, send it again")
+        digest = hasher.hexdigest()
+        if sha256 and digest != sha256:
+            raise UnprocessableEntity(f"the bytes hash to {digest}, not {sha256}; nothing was changed")
+        blob = blobs._install(store, staging, digest, size, user)
+    finally:
+        # Unless the new blob lives there now (S3), what is left at the staging key is garbage.
+        if blob is None or blobs.key_of(blob) != staging:
+            store.delete(staging)
+    return blob
+
+
+def do_write(volume: Volume, path: str, stream: BinaryIO, size: int, *, user, if_match: str | None = None,
+             if_none_match: bool = False, sha256: str | None = None) -> tuple[VolumeEntry, bool]:
+    """Writes a whole file from a stream. The bytes are reserved before they flow and become visible
+    only once complete and verified; on any failure the old file stays as it was and the
+    reservation is released."""
+    if size < 0:
+        raise BadRequest("the size cannot be negative")
+    if size > MAX_PUT:
+        raise BadRequest(f"files over {MAX_PUT // 2**30} GiB must be sent through an upload session "
+                         "(POST /api/volume/uploads)")
+    check_parents(volume, path)
+    check_preconditions(resolve(volume, path), path, if_match=if_match, if_none_match=if_none_match)
+    reservation = quotas.reserve(volume.namespace, size, user=user, purpose=f"volume write {path}"[:100],
+                                 ttl=WRITE_TTL)
+    try:
+        blob = store_stream(stream, size, user=user, sha256=sha256)
+        return do_install(volume, path, blob, reservation=reservation, if_match=if_match,
+                          if_none_match=if_none_match)
+    except BaseException:
+        quotas.release(reservation)
+        raise
+

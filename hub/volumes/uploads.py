@@ -1,0 +1,234 @@
+"""Resumable uploads of volume files.
+
+A session is an UploadSession row of hub.repos.blobs with purpose="volume" and target
+{"path", "if_match", "if_none_match"}. Its parts go straight to S3 through presigned URLs or, with
+the local backend, through the hub; the store itself remembers which parts it holds, so a client
+killed half-way asks for the session's status and sends only the missing parts. Creating a session
+reserves its size; completion verifies size and sha256 and installs the file atomically (converting
+the reservation); abort or expiry releases it. A session is private to its user.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import BinaryIO
+
+from django.utils import timezone
+
+from hub.errors import BadRequest, NotFound
+from hub.quotas import services as quotas
+from hub.quotas.models import Reservation
+from hub.repos import blobs
+from hub.repos.models import UploadSession
+from hub.volumes import services
+from hub.volumes.models import Volume, VolumeEntry
+from storage.objectstore import ObjectMissingError
+
+PURPOSE = "volume"
+SESSION_TTL = timedelta(days=1)  # a session idle for this long is aborted
+# The reservation outlives its session, so that only the session sweeper (which also frees the
+# parts) ends it, never quotas.expire_reservations under a live session.
+RESERVATION_TTL = SESSION_TTL + timedelta(hours=1)
+PART_URL_SECONDS = 3600  # part URLs are re-issued by every status call
+MAX_SIZE = blobs.MAX_BLOB_SIZE
+MAX_PART = 5 * 2**30  # S3's largest part
+
+
+@dataclass
+class UploadStart:
+    """A new or resumed session; or, when the account may already use these bytes, no session
+    and the file written at once."""
+
+    session: UploadSession | None
+    entry: VolumeEntry | None = None
+    resumed: bool = False
+
+
+def _check_size(size) -> int:
+    if not isinstance(size, int) or isinstance(size, bool):
+        raise BadRequest("'size' must be an integer number of bytes")
+    if size < 0:
+        raise BadRequest("'size' cannot be negative")
+    if size > MAX_SIZE:
+        raise BadRequest(f"'size' {size} is over the largest file a volume holds ({MAX_SIZE // 2**40} TiB)")
+    return size
+
+
+def _check_part_size(size: int, part_size) -> int:
+    if part_size is None:
+        return blobs.part_size_for(size)
+    if not isinstance(part_size, int) or isinstance(part_size, bool) or not blobs.MIN_PART <= part_size <= MAX_PART:
+        raise BadRequest(f"'part_size' must be between {blobs.MIN_PART} and {MAX_PART} bytes")
+    if -(-size // part_size) > blobs.MAX_PARTS:
+        raise BadRequest(f"'part_size' {part_size} makes more than {blobs.MAX_PARTS} parts; choose a larger one")
+    return part_size
+
+
+def do_create_upload(volume: Volume, user, path: str, *, size, sha256, part_size=None,
+                     if_match: str | None = None, if_none_match: bool = False) -> UploadStart:
+    """Starts an upload of `size` bytes hashing to `sha256` for `path`, or resumes the caller's open
+    session for the same file. Checks everything that can fail before reserving anything."""
+    blobs.check_sha256(sha256)
+    size = _check_size(size)
+    part_size = _check_part_size(size, part_size)
+    services.check_parents(volume, path)
+    services.check_preconditions(services.resolve(volume, path), path, if_match=if_match,
+                                 if_none_match=if_none_match)
+    target = {"path": path, "if_match": if_match, "if_none_match": if_none_match}
+    existing = (UploadSession.objects.filter(user=user, purpose=PURPOSE, state=UploadSession.OPEN, sha256=sha256,
+                                             size=size, target__path=path, expires__gt=timezone.now())
+                .order_by("-created").first())
+    if existing is not None:
+        if existing.target != target:
+            UploadSession.objects.filter(pk=existing.pk).update(target=target)
+            existing.target = target
+        touch(existing)
+        return UploadStart(existing, resumed=True)
+    blob = blobs.stored_blob(sha256)
+    if blob is not None and blob.size == size and blobs.can_reference(user, [sha256]):
+        entry, _ = services.do_install(volume, path, blob, if_match=if_match, if_none_match=if_none_match)
+        return UploadStart(None, entry)
+    reservation = quotas.reserve(volume.namespace, size, user=user, purpose=f"volume upload {path}"[:100],
+                                 ttl=RESERVATION_TTL)
+    try:
+        session_id = uuid.uuid4()
+        key = f"{blobs.blob_key(sha256)}.{session_id.hex}"  # its own key: see blobs.open_session
+        upload_id = blobs.object_store().create_multipart(key)
+        session = UploadSession.objects.create(
+            id=session_id, user=user, sha256=sha256, size=size, part_size=part_size, store_upload_id=upload_id,
+            key=key, purpose=PURPOSE, target=target, reservation=reservation,
+            expires=timezone.now() + SESSION_TTL)
+    except BaseException:
+        quotas.release(reservation)
+        raise
+    return UploadStart(session)
+
+
+def access_upload(user, session_id: str, *, open_only: bool = True) -> UploadSession:
+    """The caller's session; anyone else's is as missing as one that never existed."""
+    try:
+        pk = uuid.UUID(str(session_id))
+    except ValueError:
+        pk = None
+    session = (UploadSession.objects.select_related("reservation")
+               .filter(pk=pk, purpose=PURPOSE, user=user).first() if pk else None)
+    if session is None or (open_only and (session.state != UploadSession.OPEN
+                                          or session.expires < timezone.now())):
+        raise NotFound("this upload session does not exist or has ended; start the upload again")
+    return session
+
+
+def access_upload_by_id(session_id: str) -> UploadSession:
+    """An open session by id alone, for requests authorized by a signed part URL."""
+    session = UploadSession.objects.filter(pk=session_id, purpose=PURPOSE).first()
+    if session is None:
+        raise NotFound("this upload session does not exist or has ended; start the upload again")
+    return access_upload(session.user, session_id)
+
+
+def touch(session: UploadSession) -> None:
+    """Pushes the expiry of an active session (and of its reservation) back."""
+    now = timezone.now()
+    if session.expires > now + SESSION_TTL - timedelta(minutes=5):
+        return
+    session.expires = now + SESSION_TTL
+    UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(expires=session.expires)
+    if session.reservation_id:
+        Reservation.objects.filter(pk=session.reservation_id).update(expires=now + RESERVATION_TTL)
+
+
+def parts_status(session: UploadSession) -> tuple[list[int], list[int]]:
+    """(received, missing) part numbers. A part of the wrong length counts as missing: sending it
+    again replaces it."""
+    try:
+        stored = blobs.object_store().list_parts(session.key, session.store_upload_id)
+    except ObjectMissingError:
+        raise NotFound("this upload session has ended; start the upload again") from None
+    received = [n for n in range(1, session.part_count + 1)
+                if n in stored and stored[n][1] == blobs.part_length(session, n)]
+    have = set(received)
+    return received, [n for n in range(1, session.part_count + 1) if n not in have]
+
+
+def part_urls(session: UploadSession, numbers: list[int], hub_url: Callable[[int], str]) -> dict[int, str]:
+    """Where to PUT each part: a presigned store URL, or (local backend) `hub_url(n)`."""
+    store = blobs.object_store()
+    return {n: store.presign_part(session.key, session.store_upload_id, n, expires=PART_URL_SECONDS)
+            or hub_url(n) for n in numbers}
+
+
+def do_upload_part(session: UploadSession, number: int, stream: BinaryIO, length: int) -> str:
+    """Local backend: stores one part the client sends through the hub. Returns its ETag."""
+    expected = blobs.part_length(session, number)
+    if length != expected:
+        raise BadRequest(f"part {number} must be {expected} bytes, the request has {length}; nothing was stored")
+    try:
+        etag = blobs.object_store().put_part(session.key, session.store_upload_id, number, stream, length)
+    except ObjectMissingError:
+        raise NotFound("this upload session has ended; start the upload again") from None
+    except ValueError as err:  # the body fell short: the client went away
+        raise BadRequest(f"part {number} was not stored: {err}; send it again") from None
+    touch(session)
+    return etag
+
+
+def do_complete(volume: Volume, session: UploadSession) -> VolumeEntry:
+    """Verifies the parts (count, lengths, then size and sha256 of the assembled bytes) and installs
+    the file. Missing or wrong-length parts leave the session open to be fixed; bytes that hash
+    wrong end it. Completing a session twice returns the file it wrote."""
+    path = session.target["path"]
+    if session.state == UploadSession.DONE:
+        entry = services.resolve(volume, path)
+        if entry is not None and entry.blob_id == session.sha256:
+            return entry
+        raise NotFound("this upload session has ended; start the upload again")
+    if session.state != UploadSession.OPEN:
+        raise NotFound("this upload session was aborted; start the upload again")
+    reservation = session.reservation
+    try:
+        blob = blobs.complete_session(session)
+    except BaseException as err:
+        # ABORTED: the bytes were wrong and are gone. Still OPEN: the client may fix its parts.
+        # DONE: a concurrent completion owns the reservation now.
+        if UploadSession.objects.filter(pk=session.pk, state=UploadSession.ABORTED).exists():
+            quotas.release(reservation)
+        if isinstance(err, ObjectMissingError):  # a concurrent completion or abort got there first
+            raise NotFound("this upload session has ended; start the upload again") from None
+        raise
+    try:
+        entry, _ = services.do_install(volume, path, blob, reservation=reservation,
+                                       if_match=session.target.get("if_match"),
+                                       if_none_match=bool(session.target.get("if_none_match")))
+    except BaseException:
+        quotas.release(reservation)
+        raise
+    return entry
+
+
+def do_abort(session: UploadSession) -> None:
+    if not UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.ABORTED):
+        raise NotFound("this upload session has already ended")
+    blobs.object_store().abort_multipart(session.key, session.store_upload_id)
+    quotas.release(session.reservation)
+
+
+def expire_sessions(limit: int = 1000) -> int:
+    """Aborts volume sessions idle past their expiry, frees their parts and releases their
+    reservations; releases reservations still held by sessions something else aborted (e.g. the
+    repos app's sweeper); then expires stray reservations. Idempotent. Returns the sessions ended."""
+    n = 0
+    expired = UploadSession.objects.select_related("reservation").filter(
+        purpose=PURPOSE, state=UploadSession.OPEN, expires__lt=timezone.now())[:limit]
+    for session in expired:
+        if UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.ABORTED):
+            blobs.object_store().abort_multipart(session.key, session.store_upload_id)
+            quotas.release(session.reservation)
+            n += 1
+    stale = UploadSession.objects.select_related("reservation").filter(
+        purpose=PURPOSE, state=UploadSession.ABORTED, reservation__isnull=False)[:limit]
+    for session in stale:
+        quotas.release(session.reservation)
+    quotas.expire_reservations()
+    return n
