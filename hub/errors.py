@@ -108,9 +108,32 @@ class HubErrorMiddleware:
         return None
 
 
+_DRF_CODES = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+              406: "NotAcceptable", 415: "UnsupportedMediaType", 429: "TooManyRequests"}
+
+
 def drf_exception_handler(exc, context):
+    """DRF's own errors (authentication, parsing, validation) in the hub's one error shape."""
     from rest_framework.views import exception_handler
 
     if isinstance(exc, HubError):
         return error_response(exc)
-    return exception_handler(exc, context)
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    data = response.data
+    if isinstance(data, dict) and "detail" in data and len(data) == 1:
+        message = str(data["detail"])
+    elif isinstance(data, dict):
+        message = "; ".join(f"{k}: {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in data.items())
+    else:
+        message = " ".join(map(str, data)) if isinstance(data, list) else str(data)
+    if response.status_code == 401:
+        message = "authentication required: pass a token as 'Authorization: Bearer <token>'"
+    err = HubError(message)
+    err.status, err.code = response.status_code, _DRF_CODES.get(response.status_code, "Error")
+    out = error_response(err)
+    for k, v in response.items():
+        if k.lower() in ("www-authenticate", "retry-after", "allow"):
+            out[k] = v
+    return out

@@ -141,7 +141,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND") or None
 # Periodic work, run by `celery beat` where a broker is configured.
 CELERY_BEAT_SCHEDULE = {
-    "expire-volume-sessions": {"task": "hub.volumes.tasks.expire_volume_sessions", "schedule": 300.0},
+    "expire-upload-sessions": {"task": "hub.repos.tasks.expire_upload_sessions", "schedule": 300.0},
 }
 
 REST_FRAMEWORK = {

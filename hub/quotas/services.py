@@ -106,7 +106,8 @@ def charge(ns: Namespace, new_refs: dict[str, int], *, reservations=()) -> Names
     blobs in `new_refs` ({sha256: size}) that the account does not reference yet to its usage,
     converting the given reservations and any reservations of these very blobs. Raises
     QuotaExceeded if the bytes not covered by a reservation do not fit."""
-    res = {r.pk: r for r in reservations}
+    # Re-read under the lock: a reservation released meanwhile (expiry) must not be freed twice.
+    res = {r.pk: r for r in Reservation.objects.filter(pk__in=[r.pk for r in reservations], namespace=ns)}
     if new_refs:
         for r in Reservation.objects.filter(namespace=ns, sha256__in=list(new_refs)):
             res[r.pk] = r

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from hub.errors import BadRequest, NotFound, UnprocessableEntity
 from hub.repos.models import Blob, BlobProof, UploadSession
-from storage.objectstore import ObjectStore, StoreUnavailableError, from_url
+from storage.objectstore import ObjectMissingError, ObjectStore, StoreUnavailableError, from_url
 
 SHA256_LEN = 64
 MIN_PART = 5 * 2**20  # S3's smallest part but the last
@@ -131,9 +131,13 @@ def ingest_stream_verified(stream, sha256: str, size: int, user=None) -> Blob:
         if hasher.hexdigest() != sha256:
             raise UnprocessableEntity(f"the uploaded bytes hash to {hasher.hexdigest()}, not {sha256}; "
                                       "upload the right file")
-        return _install(store, staging, sha256, size, user)
-    finally:
+        blob = _install(store, staging, sha256, size, user)
+    except BaseException:
         store.delete(staging)
+        raise
+    if key_of(blob) != staging:  # installed elsewhere (renamed, or the blob existed): drop the copy
+        store.delete(staging)
+    return blob
 
 
 def _install(store: ObjectStore, staging: str, sha256: str, size: int, user) -> Blob:
@@ -217,6 +221,19 @@ def part_length(session: UploadSession, number: int) -> int:
     return min(session.part_size, session.size - start)
 
 
+def store_part(session: UploadSession, number: int, stream, length: int) -> str:
+    """Local backend: stores one part the client sends through the hub. Returns its ETag."""
+    expected = part_length(session, number)
+    if length != expected:
+        raise BadRequest(f"part {number} must be {expected} bytes, the request has {length}; nothing was stored")
+    try:
+        return object_store().put_part(session.key, session.store_upload_id, number, stream, length)
+    except ObjectMissingError:
+        raise NotFound("this upload session has ended; start the upload again") from None
+    except ValueError as err:  # the body fell short: the client went away
+        raise BadRequest(f"part {number} was not stored: {err}; send it again") from None
+
+
 def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None = None) -> Blob:
     """Assembles the parts under the session's own key, verifies size and sha256 of exactly those
     bytes and records the blob. Claiming a session atomically (OPEN → DONE) makes a retried
@@ -253,3 +270,26 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
     if key_of(blob) != session.key:
         store.delete(session.key)
     return blob
+
+
+def expire_sessions(limit: int = 1000) -> int:
+    """Aborts upload sessions (LFS and volume) idle past their expiry, frees their parts in the
+    store and releases their reservations; releases reservations still held by sessions aborted
+    elsewhere; then expires stray reservations. Idempotent. Returns the sessions ended."""
+    from hub.quotas import services as quotas
+
+    n = 0
+    expired = UploadSession.objects.select_related("reservation").filter(
+        state=UploadSession.OPEN, expires__lt=timezone.now())[:limit]
+    for session in expired:
+        if UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.ABORTED):
+            object_store().abort_multipart(session.key, session.store_upload_id)
+            quotas.release(session.reservation)
+            n += 1
+    stale = UploadSession.objects.select_related("reservation").filter(
+        state=UploadSession.ABORTED, reservation__isnull=False)[:limit]
+    for session in stale:
+        quotas.release(session.reservation)
+        UploadSession.objects.filter(pk=session.pk).update(reservation=None)
+    quotas.expire_reservations()
+    return n

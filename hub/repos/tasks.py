@@ -2,21 +2,14 @@
 from __future__ import annotations
 
 from celery import shared_task
-from django.utils import timezone
 
 
 @shared_task(acks_late=True)
-def abort_expired_uploads() -> int:
-    """Aborts upload sessions past their expiry and frees their parts in the store."""
-    from hub.repos.blobs import object_store
-    from hub.repos.models import UploadSession
+def expire_upload_sessions() -> int:
+    """Aborts upload sessions idle past their expiry and releases their reservations (periodic)."""
+    from hub.repos.blobs import expire_sessions
 
-    n = 0
-    for session in UploadSession.objects.filter(state=UploadSession.OPEN, expires__lt=timezone.now())[:1000]:
-        if UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.ABORTED):
-            object_store().abort_multipart(session.key, session.store_upload_id)
-            n += 1
-    return n
+    return expire_sessions()
 
 
 @shared_task(acks_late=True)
