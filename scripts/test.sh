@@ -15,6 +15,8 @@ fi
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 
 if [[ ",${HUB_TEST_BACKENDS:-embedded,pg_rgw}," == *",pg_rgw,"* ]]; then
+    # CI starts from an empty cluster: a data dir left by an earlier run may hold GBs of old objects.
+    if [ -n "${CI:-}" ]; then bash tests/s3/rgw.sh destroy; fi
     bash tests/s3/rgw.sh start
     if [ -z "${HUB_KEEP_RGW:-}" ]; then trap 'bash tests/s3/rgw.sh stop >/dev/null 2>&1 || true' EXIT; fi
 fi

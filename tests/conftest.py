@@ -178,6 +178,28 @@ def pg_rgw_hub(tmp_path_factory, rgw_env) -> Hub:
     hub.stop()
     with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    drop_bucket(rgw_env, f"hub-test-{suffix}")
+
+
+def drop_bucket(rgw_env: dict[str, str], bucket: str) -> None:
+    """Empties and deletes a test bucket, so repeated runs do not fill the one-node cluster."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    s3 = boto3.client("s3", endpoint_url=rgw_env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                      aws_access_key_id=rgw_env["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=rgw_env["AWS_SECRET_ACCESS_KEY"])
+    try:
+        for page in s3.get_paginator("list_multipart_uploads").paginate(Bucket=bucket):
+            for up in page.get("Uploads", []):
+                s3.abort_multipart_upload(Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"])
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+        s3.delete_bucket(Bucket=bucket)
+    except ClientError:
+        pass
 
 
 @pytest.fixture(scope="session", params=["embedded", "pg_rgw"])

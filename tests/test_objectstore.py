@@ -16,7 +16,8 @@ from storage.objectstore import LocalStore, ObjectMissingError, S3Store, StoreUn
 @pytest.fixture(params=["local", "s3"])
 def store(request, tmp_path):
     if request.param == "local":
-        return LocalStore(str(tmp_path / "objects"))
+        yield LocalStore(str(tmp_path / "objects"))
+        return
     env = request.getfixturevalue("rgw_env")
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -29,7 +30,10 @@ def store(request, tmp_path):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return s3
+    yield s3
+    from tests.conftest import drop_bucket
+
+    drop_bucket(env, s3.bucket)
 
 
 def test_it_round_trips_bytes_and_ranges(store):

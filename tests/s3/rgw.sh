@@ -214,6 +214,11 @@ mon_warn_on_pool_no_redundancy = false
 mon_warn_on_insecure_global_id_reclaim_allowed = false
 mon_warn_on_osd_down_out_interval_zero = false
 mon_allow_pool_delete = true
+# A test box fills the OSD with uploads of GBs; refuse writes only when it is really full (the
+# defaults stop backfill at 90 % and, with one OSD, make every write wait).
+mon_osd_nearfull_ratio = 0.90
+mon_osd_backfillfull_ratio = 0.95
+mon_osd_full_ratio = 0.97
 
 [mon]
 mon_data = $DIR/mon/\$cluster-\$id
@@ -230,13 +235,13 @@ mon_osd_down_out_interval = 0
 [osd]
 osd_data = $DIR/osd/\$cluster-\$id
 osd_objectstore = bluestore
-# BlueStore on a sparse 20 GiB file (only written blocks use disk). Not memstore: it keeps every
+# BlueStore on a sparse 40 GiB file (only written blocks use disk). Not memstore: it keeps every
 # object in RAM and grows to GBs.
 # bluestore_block_path is left unset on purpose: the default is the plain file <osd_data>/block;
 # setting it to that same path makes mkfs symlink block -> itself (ELOOP, "Too many levels of
 # symbolic links").
 bluestore_block_create = true
-bluestore_block_size = 21474836480
+bluestore_block_size = 42949672960
 bluestore_block_db_create = false
 bluestore_block_wal_create = false
 bluestore_block_preallocate_file = false
