@@ -393,3 +393,28 @@ def test_it_expires_idle_sessions_and_releases_their_reservations(hub, alice):
     assert alice.quota()["reserved"] == 0
     assert alice.status(session["id"]).status_code == 404
     assert multipart_uploads(hub) == open_before
+
+
+def test_it_takes_the_sha256_at_completion_so_clients_hash_while_uploading(hub, alice):
+    data = os.urandom(2 * PART + 7)
+    before = stored_objects(hub, "")
+    resp = alice.create("late.bin", size=len(data))  # no sha256 yet
+    assert resp.status_code == 201, resp.text
+    session = resp.json()
+    alice.send_parts(session, data)
+    status, code, message = error_of(requests.post(f"{alice.base}/uploads/{session['id']}/complete",
+                                                   headers=alice.headers(), timeout=60))
+    assert status == 400 and "sha256" in message  # still open: the client can retry with the hash
+    wrong = sha(data[:-1])
+    status, code, message = error_of(requests.post(f"{alice.base}/uploads/{session['id']}/complete",
+                                                   json={"sha256": wrong}, headers=alice.headers(), timeout=60))
+    assert status == 422 and wrong in message
+    assert alice.stat("late.bin").status_code == 404 and alice.quota()["reserved"] == 0
+    assert stored_objects(hub, "") == before
+
+    session = alice.create("late.bin", size=len(data)).json()
+    alice.send_parts(session, data)
+    resp = requests.post(f"{alice.base}/uploads/{session['id']}/complete", json={"sha256": sha(data)},
+                         headers=alice.headers(), timeout=60)
+    assert resp.status_code == 200, resp.text
+    assert alice.get("late.bin").content == data

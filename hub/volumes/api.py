@@ -33,6 +33,7 @@ from hub.volumes.serializers import (
     ListingSerializer,
     MkdirSerializer,
     MoveSerializer,
+    UploadCompleteSerializer,
     UploadCreateSerializer,
     UploadSerializer,
     entry_data,
@@ -360,10 +361,12 @@ class UploadView(VolumeView):
 class UploadCompleteView(VolumeView):
     @extend_schema(operation_id="volume_upload_complete",
                    summary="Verify size and sha256 and install the file atomically",
-                   request=None, responses={200: UploadSerializer, **errors(400, 401, 403, 404, 409, 412, 413, 422)})
+                   request=UploadCompleteSerializer,
+                   responses={200: UploadSerializer, **errors(400, 401, 403, 404, 409, 412, 413, 422)})
     def post(self, request: Request, upload_id: str) -> Response:
+        data = validated(UploadCompleteSerializer, request.data or {})
         session = uploads.access_upload(request.user, upload_id, open_only=False)
-        entry = uploads.do_complete(self.volume, session)
+        entry = uploads.do_complete(self.volume, session, sha256=data["sha256"])
         return _with_etag(Response(_done_data(session.id, session.target["path"], entry)), entry)
 
 

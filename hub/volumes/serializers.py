@@ -50,12 +50,20 @@ class MoveSerializer(serializers.Serializer):
 class UploadCreateSerializer(serializers.Serializer):
     path = path_field()
     size = serializers.IntegerField(min_value=0, max_value=MAX_SIZE)
-    sha256 = serializers.CharField(min_length=64, max_length=64)
+    sha256 = serializers.CharField(min_length=64, max_length=64, required=False, allow_null=True, default=None,
+                                   help_text="the file's sha256. Known up front, it lets the hub resume your "
+                                             "open session or skip bytes you already stored; otherwise give it "
+                                             "at completion and hash while the parts upload")
     part_size = serializers.IntegerField(required=False, allow_null=True, default=None,
                                          help_text="bytes per part (all but the last); the hub chooses if unset")
     if_match = serializers.CharField(required=False, allow_null=True, default=None,
                                      help_text="complete only if the file still has this ETag ('*': exists)")
     if_none_match = serializers.BooleanField(default=False, help_text="complete only if the path is still free")
+
+
+class UploadCompleteSerializer(serializers.Serializer):
+    sha256 = serializers.CharField(min_length=64, max_length=64, required=False, allow_null=True, default=None,
+                                   help_text="required when the session was started without it")
 
 
 class UploadSerializer(serializers.Serializer):

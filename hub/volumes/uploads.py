@@ -69,8 +69,11 @@ def _check_part_size(size: int, part_size) -> int:
 def do_create_upload(volume: Volume, user, path: str, *, size, sha256, part_size=None,
                      if_match: str | None = None, if_none_match: bool = False) -> UploadStart:
     """Starts an upload of `size` bytes hashing to `sha256` for `path`, or resumes the caller's open
-    session for the same file. Checks everything that can fail before reserving anything."""
-    blobs.check_sha256(sha256)
+    session for the same file. Without `sha256` (the client hashes while its parts upload and gives
+    it at completion) every call starts a new session. Checks everything that can fail before
+    reserving anything."""
+    if sha256 is not None:
+        blobs.check_sha256(sha256)
     size = _check_size(size)
     part_size = _check_part_size(size, part_size)
     services.check_parents(volume, path)
@@ -79,14 +82,14 @@ def do_create_upload(volume: Volume, user, path: str, *, size, sha256, part_size
     target = {"path": path, "if_match": if_match, "if_none_match": if_none_match}
     existing = (UploadSession.objects.filter(user=user, purpose=PURPOSE, state=UploadSession.OPEN, sha256=sha256,
                                              size=size, target__path=path, expires__gt=timezone.now())
-                .order_by("-created").first())
+                .order_by("-created").first()) if sha256 else None
     if existing is not None:
         if existing.target != target:
             UploadSession.objects.filter(pk=existing.pk).update(target=target)
             existing.target = target
         touch(existing)
         return UploadStart(existing, resumed=True)
-    blob = blobs.stored_blob(sha256)
+    blob = blobs.stored_blob(sha256) if sha256 else None
     if blob is not None and blob.size == size and blobs.can_reference(user, [sha256]):
         entry, _ = services.do_install(volume, path, blob, if_match=if_match, if_none_match=if_none_match)
         return UploadStart(None, entry)
@@ -94,10 +97,11 @@ def do_create_upload(volume: Volume, user, path: str, *, size, sha256, part_size
                                  ttl=RESERVATION_TTL)
     try:
         session_id = uuid.uuid4()
-        key = f"{blobs.blob_key(sha256)}.{session_id.hex}"  # its own key: see blobs.open_session
+        # Its own key (see blobs.open_session); under the hash when it is known, for listing by blob.
+        key = f"{blobs.blob_key(sha256)}.{session_id.hex}" if sha256 else f"blobs/pending/{session_id.hex}"
         upload_id = blobs.object_store().create_multipart(key)
         session = UploadSession.objects.create(
-            id=session_id, user=user, sha256=sha256, size=size, part_size=part_size, store_upload_id=upload_id,
+            id=session_id, user=user, sha256=sha256 or "", size=size, part_size=part_size, store_upload_id=upload_id,
             key=key, purpose=PURPOSE, target=target, reservation=reservation,
             expires=timezone.now() + SESSION_TTL)
     except BaseException:
@@ -166,7 +170,7 @@ def do_upload_part(session: UploadSession, number: int, stream: BinaryIO, length
     return etag
 
 
-def do_complete(volume: Volume, session: UploadSession) -> VolumeEntry:
+def do_complete(volume: Volume, session: UploadSession, sha256: str | None = None) -> VolumeEntry:
     """Verifies the parts (count, lengths, then size and sha256 of the assembled bytes) and installs
     the file. Missing or wrong-length parts leave the session open to be fixed; bytes that hash
     wrong end it. Completing a session twice returns the file it wrote."""
@@ -178,6 +182,15 @@ def do_complete(volume: Volume, session: UploadSession) -> VolumeEntry:
         raise NotFound("this upload session has ended; start the upload again")
     if session.state != UploadSession.OPEN:
         raise NotFound("this upload session was aborted; start the upload again")
+    if sha256 is not None:
+        blobs.check_sha256(sha256)
+        if session.sha256 and sha256 != session.sha256:
+            raise BadRequest(f"this upload was started for sha256 {session.sha256}, not {sha256}")
+        if not session.sha256:
+            UploadSession.objects.filter(pk=session.pk, sha256="").update(sha256=sha256)
+            session.sha256 = sha256
+    if not session.sha256:
+        raise BadRequest("this upload was started without a sha256: give the file's sha256 to complete it")
     reservation = session.reservation
     try:
         blob = blobs.complete_session(session)
