@@ -55,6 +55,16 @@ class ObjectStore(ABC):
     def presign_get(self, key: str, *, expires: int, filename: str | None = None) -> str | None:
         return None
 
+    def presign_get_many(self, keys: list[str], *, expires: int) -> list[str] | None:
+        """Presigned GET URLs for many keys, signed in one go; None where the store cannot sign."""
+        urls = []
+        for key in keys:
+            url = self.presign_get(key, expires=expires)
+            if url is None:
+                return None
+            urls.append(url)
+        return urls
+
     @abstractmethod
     def create_multipart(self, key: str) -> str: ...
 
@@ -305,6 +315,19 @@ class S3Store(ObjectStore):
             safe = filename.replace('"', "").replace("\\", "")
             params["ResponseContentDisposition"] = f'inline; filename="{safe}"'
         return self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires)
+
+    def presign_get_many(self, keys: list[str], *, expires: int) -> list[str] | None:
+        from storage.sigv4 import presign_get_urls
+
+        try:
+            if self.client.meta.config.s3.get("addressing_style") != "path":
+                raise ValueError("virtual-hosted addressing")
+            creds = self.client._request_signer._credentials.get_frozen_credentials()
+        except (AttributeError, ValueError):  # botocore internals moved, or no fast path: sign one by one
+            return super().presign_get_many(keys, expires=expires)
+        return presign_get_urls(self.client.meta.endpoint_url, self.bucket, [self._key(k) for k in keys],
+                                access_key=creds.access_key, secret_key=creds.secret_key,
+                                region=self.client.meta.region_name, expires=expires, session_token=creds.token)
 
     def create_multipart(self, key: str) -> str:
         return self._call(self.client.create_multipart_upload, Bucket=self.bucket, Key=self._key(key))["UploadId"]

@@ -1,0 +1,182 @@
+"""Native repo API for the `hub` client (mounted at /api/v1/): thin DRF views over the repo services.
+
+* GET /api/v1/repos/{model|dataset}/{ns}/{name}/manifest — every file of a commit with size, sha256
+  and a ready download URL, in pages: `hub pull` fetches and verifies a snapshot without one request
+  to the hub per file.
+* GET /api/v1/uploads/{upload_id} — what a multipart upload session (opened by the LFS batch, whose
+  multipart `header` carries `upload_id`) has received so far, with fresh URLs for the missing
+  parts: a killed `hub push` continues from the last stored part.
+
+Errors are HubErrors: JSON {"error", "code"} plus X-Error-Code, as everywhere on the hub."""
+from __future__ import annotations
+
+import base64
+import binascii
+from urllib.parse import quote
+
+from django.conf import settings
+from django.urls import re_path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hub.errors import BadRequest, NotFound, Unauthorized
+from hub.repos import blobs, manifest, services
+from hub.repos.models import Repo, UploadSession
+from hub.repos.services import Actor
+from hub.repos.validation import check_dir_path
+from storage.objectstore import ObjectMissingError
+
+ErrorSchema = inline_serializer("HubError", {"error": serializers.CharField(), "code": serializers.CharField()})
+MANIFEST_FILE = {
+    "path": serializers.CharField(),
+    "size": serializers.IntegerField(),
+    "sha256": serializers.CharField(help_text="sha256 of the content (every file, LFS or not)"),
+    "lfs": serializers.BooleanField(),
+    "etag": serializers.CharField(help_text="huggingface_hub's cache name: sha256 for LFS, git blob sha1 else"),
+    "url": serializers.URLField(help_text="GET it (Range allowed); send the token only to the hub's own origin"),
+}
+ManifestSchema = inline_serializer("Manifest", {
+    "repo": serializers.CharField(),
+    "type": serializers.ChoiceField([Repo.MODEL, Repo.DATASET]),
+    "revision": serializers.CharField(),
+    "commit": serializers.CharField(help_text="the revision resolved to a commit id (40 hex)"),
+    "files": inline_serializer("ManifestFile", MANIFEST_FILE, many=True),
+    "next": serializers.CharField(allow_null=True, help_text="cursor of the next page; null on the last"),
+    "expires_in": serializers.IntegerField(help_text="seconds the URLs stay valid"),
+})
+UploadSchema = inline_serializer("UploadSession", {
+    "upload_id": serializers.UUIDField(),
+    "sha256": serializers.CharField(),
+    "size": serializers.IntegerField(),
+    "part_size": serializers.IntegerField(),
+    "part_count": serializers.IntegerField(),
+    "state": serializers.ChoiceField([UploadSession.OPEN, UploadSession.DONE, UploadSession.ABORTED]),
+    "parts": inline_serializer("UploadPart", {"part_number": serializers.IntegerField(),
+                                              "size": serializers.IntegerField(),
+                                              "etag": serializers.CharField()}, many=True),
+    "part_urls": serializers.DictField(child=serializers.URLField(), help_text="part number → PUT URL, missing parts"),
+    "complete_url": serializers.URLField(allow_null=True, help_text="POST {oid, parts} here when all parts are in"),
+})
+TYPES = {"model": Repo.MODEL, "dataset": Repo.DATASET}
+
+
+def _cursor(after: str | None) -> str | None:
+    return base64.urlsafe_b64encode(after.encode()).decode() if after is not None else None
+
+
+def _after(cursor: str | None) -> str | None:
+    if not cursor:
+        return None
+    try:
+        return base64.urlsafe_b64decode(cursor.encode()).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise BadRequest("invalid cursor: pass the `next` value of the previous page") from None
+
+
+class ManifestView(APIView):
+    permission_classes = [AllowAny]  # public repos are readable anonymously; access_repo decides
+
+    @extend_schema(
+        summary="Files of a commit with sha256 and download URLs",
+        description="Resolves `revision` to a commit and lists the files under `path` in path order, "
+                    "paginated by `cursor`. Ask for later pages with `revision` set to the returned "
+                    "`commit`. Private repos are 404 to anyone who cannot read them.",
+        parameters=[
+            OpenApiParameter("repo_type", OpenApiTypes.STR, OpenApiParameter.PATH, enum=list(TYPES)),
+            OpenApiParameter("revision", OpenApiTypes.STR, description="branch, tag or commit (default branch)"),
+            OpenApiParameter("path", OpenApiTypes.STR, description="a directory (or one file) in the repo"),
+            OpenApiParameter("include", OpenApiTypes.STR, many=True, description="glob on the full path"),
+            OpenApiParameter("exclude", OpenApiTypes.STR, many=True, description="glob on the full path"),
+            OpenApiParameter("cursor", OpenApiTypes.STR),
+            OpenApiParameter("limit", OpenApiTypes.INT, description=f"files per page, ≤ {manifest.MAX_LIMIT}"),
+        ],
+        responses={200: ManifestSchema, 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema},
+    )
+    def get(self, request: Request, repo_type: str, ns: str, name: str) -> Response:
+        params = request.query_params
+        repo = services.access_repo(Actor.from_request(request), TYPES[repo_type], ns, name)
+        revision = params.get("revision") or repo.default_branch
+        commit = services.resolve_revision(repo, revision)
+        try:
+            path = check_dir_path(params.get("path", "").strip("/"))
+            limit = int(params.get("limit") or 1000)
+        except ValueError:
+            raise BadRequest("limit must be an integer") from None
+        page = manifest.list_files(repo, commit, path, include=params.getlist("include"),
+                                   exclude=params.getlist("exclude"), after=_after(params.get("cursor")),
+                                   limit=limit)
+        base = _base_url(request)
+        prefix = "datasets/" if repo.type == Repo.DATASET else ""
+        resolve = f"{base}/{prefix}{repo.repo_id}/resolve/{commit.oid}/"
+        urls = manifest.download_urls(page.files, expires=settings.HUB_PRESIGN_SECONDS,
+                                      fallback=lambda f: resolve + quote(f.path))
+        files = [{"path": f.path, "size": f.entry.size, "sha256": f.entry.ref, "lfs": f.entry.lfs,
+                  "etag": f.etag, "url": url} for f, url in zip(page.files, urls, strict=True)]
+        resp = Response({"repo": repo.repo_id, "type": repo.type, "revision": revision, "commit": commit.oid,
+                         "files": files, "next": _cursor(page.after), "expires_in": settings.HUB_PRESIGN_SECONDS})
+        resp["X-Repo-Commit"] = commit.oid
+        resp["Cache-Control"] = "private, no-store"  # URLs inside are capabilities
+        return resp
+
+
+class UploadSessionView(APIView):
+    permission_classes = [AllowAny]  # checked below, to answer in the hub's error vocabulary
+
+    @extend_schema(
+        summary="Parts received by a multipart upload session, and URLs for the missing ones",
+        description="For the session's own user only; any other session id is 404.",
+        responses={200: UploadSchema, 401: ErrorSchema, 404: ErrorSchema},
+    )
+    def get(self, request: Request, upload_id: str) -> Response:
+        if not request.user.is_authenticated:
+            raise Unauthorized("this needs a token: send Authorization: Bearer <token>")
+        session = UploadSession.objects.filter(pk=upload_id, user=request.user, purpose="lfs").first()
+        if session is None:
+            raise NotFound("no such upload session (it may belong to someone else or have been cleaned up)")
+        stored: dict[int, tuple[str, int]] = {}
+        part_urls: dict[str, str] = {}
+        complete_url = None
+        from hub.hfapi.views import _sign
+
+        base = _base_url(request)
+        if session.state == UploadSession.OPEN:
+            try:
+                stored = blobs.object_store().list_parts(session.key, session.store_upload_id)
+            except ObjectMissingError:  # swept a moment ago
+                raise NotFound("this upload session has ended; start the upload again") from None
+            # A part only counts when it has its full length: a torn one is sent again.
+            stored = {n: v for n, v in stored.items()
+                      if n <= session.part_count and v[1] == blobs.part_length(session, n)}
+            store = blobs.object_store()
+            for n in range(1, session.part_count + 1):
+                if n not in stored:
+                    part_urls[str(n)] = (store.presign_part(session.key, session.store_upload_id, n, expires=86400)
+                                         or f"{base}/lfs/part/{_sign({'s': str(session.id), 'n': n})}")
+            complete_url = f"{base}/lfs/complete/{_sign({'s': str(session.id)})}"
+        return Response({
+            "upload_id": str(session.id), "sha256": session.sha256, "size": session.size,
+            "part_size": session.part_size, "part_count": session.part_count, "state": session.state,
+            "parts": [{"part_number": n, "size": size, "etag": etag} for n, (etag, size) in sorted(stored.items())],
+            "part_urls": part_urls, "complete_url": complete_url,
+        })
+
+
+def _base_url(request: Request) -> str:
+    from hub.hfapi.views import base_url
+
+    return base_url(request)
+
+
+NAME = r"(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
+UUID = r"(?P<upload_id>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+
+urlpatterns = [
+    re_path(r"^repos/(?P<repo_type>model|dataset)/" + NAME + r"/manifest$", ManifestView.as_view(),
+            name="repo-manifest"),
+    re_path(r"^uploads/" + UUID + r"$", UploadSessionView.as_view(), name="upload-session"),
+]

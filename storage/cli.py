@@ -1,0 +1,386 @@
+"""The `hub` command: thin subcommands over storage.client, .pull, .push and .transfer.
+
+Data goes to stdout (paths, listings, URLs); progress, summaries and errors go to stderr. A known
+failure is one line, `error: ...`, and exit status 1; a usage error exits 2; Ctrl-C 130. Set
+HUB_DEBUG=1 for a traceback. Imports no Django.
+"""
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from storage.client import (
+    MODEL,
+    REPO_TYPES,
+    HubClient,
+    HubClientError,
+    HubPath,
+    NotFoundError,
+    UsageError,
+    load_credentials,
+    normalize_endpoint,
+    parse_hub_path,
+    resolve_settings,
+    save_credentials,
+)
+
+EPILOG = ("Settings: HUB_ENDPOINT and HUB_TOKEN (or HF_ENDPOINT / HF_TOKEN), else what `hub login` saved. "
+          "HUB_DEBUG=1 shows tracebacks; HUB_DISABLE_PROGRESS_BARS=1 hides progress bars.")
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def decimal(n: float) -> str:
+    """Decimal units, as quotas are set and reported by the hub (50 GB)."""
+    for unit, factor in (("PB", 10**15), ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if abs(n) >= factor:
+            return f"{n / factor:.1f} {unit}".replace(".0 ", " ")
+    return f"{n:.0f} B"
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _client(args: argparse.Namespace) -> HubClient:
+    return HubClient(getattr(args, "endpoint", None))
+
+
+def _repo(spec: str, repo_type: str | None) -> HubPath:
+    """REPO[@REV][/PATH] with --type, or datasets/NS/NAME... spelled out."""
+    hp = parse_hub_path(spec, repo_type or MODEL)
+    if hp.kind == "volume":
+        return hp
+    if repo_type and hp.repo_type != repo_type and spec.split("://")[-1].startswith(("datasets/", "models/")):
+        raise UsageError(f"{spec!r} names a {hp.repo_type} repo but --type says {repo_type}", code="BadType")
+    return hp
+
+
+def _no_volumes(hp: HubPath) -> None:
+    if hp.kind == "volume":
+        raise UsageError("volumes are not supported by this version of the hub client yet", code="NotSupported")
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    from storage.progress import enabled
+
+    return enabled(getattr(args, "quiet", False))
+
+
+def _rate(args: argparse.Namespace) -> float | None:
+    from storage.transfer import parse_size
+
+    return float(parse_size(args.limit_rate)) if getattr(args, "limit_rate", None) else None
+
+
+# --- account ----------------------------------------------------------------------------------------
+
+def cmd_login(args: argparse.Namespace) -> int:
+    endpoint = normalize_endpoint(args.endpoint) if args.endpoint else resolve_settings(token=False).endpoint
+    token = args.token
+    if not token:
+        token = (getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.readline()).strip()
+    if not token:
+        raise UsageError("no token given: pass --token, or type or pipe it in", code="NoToken")
+    me = HubClient(endpoint, token).whoami()
+    creds = load_credentials()
+    creds["tokens"][endpoint] = token
+    creds["endpoint"] = endpoint
+    path = save_credentials(creds)
+    say(f"logged in to {endpoint} as {me['name']} (token saved in {path})")
+    for var in ("HUB_TOKEN", "HF_TOKEN"):
+        if os.environ.get(var):
+            say(f"note: {var} is set and takes precedence over the saved token")
+            break
+    return 0
+
+
+def cmd_logout(args: argparse.Namespace) -> int:
+    endpoint = normalize_endpoint(args.endpoint) if args.endpoint else resolve_settings(token=False).endpoint
+    creds = load_credentials()
+    if creds["tokens"].pop(endpoint, None) is None:
+        say(f"not logged in to {endpoint}")
+        return 0
+    save_credentials(creds)
+    say(f"logged out of {endpoint}")
+    return 0
+
+
+def cmd_whoami(args: argparse.Namespace) -> int:
+    client = _client(args)
+    me = client.whoami()
+    print(me["name"])
+    orgs = [o["name"] for o in me.get("orgs") or []]
+    if orgs:
+        print(f"orgs: {', '.join(orgs)}")
+    say(f"endpoint: {client.endpoint} (token from {client.settings.token_source})")
+    return 0
+
+
+def cmd_quota(args: argparse.Namespace) -> int:
+    q = _client(args).quota(args.namespace)
+    limit, used, reserved = q["limit"], q["used"], q["reserved"]
+    frac = (used + reserved) / limit if limit else 1.0
+    width = 40
+    filled = min(width, round(frac * width))
+    print(f"{q['namespace']}: {decimal(used)} used of {decimal(limit)}, {decimal(reserved)} reserved by uploads "
+          f"in progress, {decimal(q['available'])} available")
+    print(f"[{'#' * filled}{'.' * (width - filled)}] {frac:6.1%}")
+    for c in q.get("largest_consumers") or []:
+        print(f"  {decimal(c['bytes']):>10}  {c['kind']} {c['id']}")
+    return 0
+
+
+# --- repos ------------------------------------------------------------------------------------------
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from storage.pull import pull
+
+    hp = _repo(args.repo, args.type)
+    _no_volumes(hp)
+    if hp.path:
+        raise UsageError(f"pull takes a repo, not a path inside one ({hp.path!r}): use --include, or `hub cp`",
+                         code="BadRepoId")
+    result = pull(_client(args), hp.repo_type, hp.repo_id, revision=args.revision or hp.revision,
+                  include=args.include or (), exclude=args.exclude or (), local_dir=args.local_dir,
+                  cache_dir=args.cache_dir, workers=args.workers, limit_rate=_rate(args), progress=_progress(args))
+    s = result.stats
+    say(f"pulled {hp.prefix.split('@')[0]} at {result.commit[:12]} ({result.revision}): {result.files} files, "
+        f"{human(result.bytes)}; fetched {s.bytes_down} bytes ({human(s.bytes_down)}) for {s.files_down} files, "
+        f"{s.files_present} already present")
+    print(result.path)
+    return 0
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    from storage.push import push
+
+    hp = _repo(args.repo, args.type)
+    _no_volumes(hp)
+    if hp.path or hp.revision:
+        raise UsageError("push takes a repo id (namespace/name); give the branch with --revision", code="BadRepoId")
+    result = push(_client(args), args.dir, hp.repo_type, hp.repo_id, revision=args.revision, message=args.message,
+                  private=args.private, workers=args.workers, limit_rate=_rate(args), progress=_progress(args))
+    s = result.stats
+    if result.created_repo:
+        say(f"created {'private ' if args.private else ''}{hp.repo_type} {hp.repo_id}")
+    if result.commit is None:
+        say(f"nothing to commit: {hp.repo_id}@{args.revision or 'main'} already has these {result.files} files")
+        return 0
+    say(f"pushed {result.changed} of {result.files} files to {hp.repo_id}@{args.revision or 'main'}; "
+        f"uploaded {s.bytes_up} bytes ({human(s.bytes_up)})")
+    print(result.commit_url)
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    hp = _repo(args.path, args.type)
+    _no_volumes(hp)
+    client = _client(args)
+    rev = hp.revision or "main"
+    if not hp.revision:
+        rev = client.resolve_commit(hp.repo_type, hp.repo_id)
+    try:
+        entries = list(client.list_tree(hp.repo_type, hp.repo_id, rev, hp.path, recursive=args.recursive))
+    except NotFoundError as err:
+        if err.code != "EntryNotFound" or not hp.path:
+            raise
+        entries = client.paths_info(hp.repo_type, hp.repo_id, rev, [hp.path])
+        if not entries:
+            raise NotFoundError(f"{hp.path!r} not found in {hp.repo_id} at {rev}", code="EntryNotFound") from None
+    for e in entries:
+        if e["type"] == "directory":
+            print(f"{'-':>12}  {e['path']}/")
+        else:
+            size = human(e["size"]) if args.human else str(e["size"])
+            print(f"{size:>12}  {e['path']}")
+    return 0
+
+
+def _is_remote(spec: str) -> bool:
+    if spec.startswith("hub://"):
+        return True
+    return spec.startswith(("datasets/", "models/", "volume/")) and not os.path.exists(spec)
+
+
+def cmd_cp(args: argparse.Namespace) -> int:
+    from storage.pull import download_files
+
+    if not _is_remote(args.src):
+        if _is_remote(args.dst):
+            raise UsageError("copying into a repo is not supported: use `hub push DIR REPO`", code="NotSupported")
+        raise UsageError("one of SRC and DST must be a hub path (hub://datasets/..., hub://models/...)",
+                         code="BadPath")
+    if args.dst.startswith("hub://"):
+        raise UsageError("copying between hub paths is not supported yet", code="NotSupported")
+    hp = parse_hub_path(args.src, args.type)
+    _no_volumes(hp)
+    client = _client(args)
+    pages = client.manifest(hp.repo_type, hp.repo_id, hp.revision, path=hp.path, limit=5000)
+    first = next(pages)
+    commit = first["commit"]
+    items = list(first["files"])
+    for page in pages:
+        items += page["files"]
+    dst = Path(args.dst)
+    single = len(items) == 1 and items[0]["path"] == hp.path and hp.path != ""
+    if single:
+        target = dst / Path(hp.path).name if (dst.is_dir() or args.dst.endswith("/")) else dst
+        targets = {items[0]["path"]: target}
+    else:
+        if not args.recursive:
+            raise UsageError(f"{args.src} is a directory: use -r to copy it", code="IsADirectory")
+        if dst.exists() and not dst.is_dir():
+            raise UsageError(f"{dst} exists and is not a directory", code="NotADirectory")
+        base = f"{hp.path}/" if hp.path else ""
+        from storage.pull import _safe_relpath
+
+        targets = {i["path"]: dst / _safe_relpath(i["path"][len(base):]) for i in items}
+    stats = download_files(client, hp.repo_type, hp.repo_id, commit, items, targets, workers=args.workers,
+                           limit_rate=_rate(args), progress=_progress(args))
+    say(f"copied {len(items)} files ({human(sum(i['size'] for i in items))}) from {hp.prefix} at {commit[:12]}; "
+        f"fetched {stats.bytes_down} bytes")
+    return 0
+
+
+# --- parser -----------------------------------------------------------------------------------------
+
+def _transfer_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int, default=8, help="parallel transfers (default 8)")
+    p.add_argument("--limit-rate", metavar="RATE", help="cap the transfer rate, e.g. 50M (bytes/s)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def _type_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--type", choices=REPO_TYPES, default=None,
+                   help="repo type when REPO is spelled NS/NAME (default: model)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hub", description="Datasets, models and volumes of the hub.",
+                                     epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"hub {_version()}")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    p = sub.add_parser("login", help="save a token for the hub", description="Checks a token against the hub "
+                       "and saves it (readable by you only) for HUB_ENDPOINT or --endpoint.", epilog=EPILOG)
+    p.add_argument("--token", help="the token (else typed at a prompt, or read from stdin)")
+    p.add_argument("--endpoint", help="the hub's URL (default: HUB_ENDPOINT / HF_ENDPOINT / last login)")
+    p.set_defaults(func=cmd_login)
+
+    p = sub.add_parser("logout", help="forget the saved token", description="Forgets the token saved for the "
+                       "endpoint.", epilog=EPILOG)
+    p.add_argument("--endpoint", help="the hub's URL (default: HUB_ENDPOINT / HF_ENDPOINT / last login)")
+    p.set_defaults(func=cmd_logout)
+
+    p = sub.add_parser("whoami", help="show who the token belongs to", description="Prints the user the token "
+                       "belongs to, and their organisations.", epilog=EPILOG)
+    p.set_defaults(func=cmd_whoami)
+
+    p = sub.add_parser("quota", help="storage used, reserved and allowed", description="Shows the account's "
+                       "storage: used, reserved by uploads in progress, limit, and the largest consumers.",
+                       epilog=EPILOG)
+    p.add_argument("--namespace", help="an organisation you belong to (default: your account)")
+    p.set_defaults(func=cmd_quota)
+
+    p = sub.add_parser("pull", help="download a repo snapshot", epilog=EPILOG, description=(
+        "Downloads a repo snapshot in parallel, verifying every file's sha256. Without --local-dir it fills "
+        "the huggingface_hub cache (HF_HUB_CACHE), so huggingface_hub and transformers can load it with "
+        "local_files_only=True. An interrupted pull continues from the bytes already on disk. Prints the "
+        "snapshot's path."))
+    p.add_argument("repo", metavar="REPO", help="NS/NAME, or datasets/NS/NAME / models/NS/NAME")
+    _type_option(p)
+    p.add_argument("--revision", help="branch, tag or commit (default: the default branch)")
+    p.add_argument("--include", action="append", metavar="GLOB", help="only paths matching (repeatable)")
+    p.add_argument("--exclude", action="append", metavar="GLOB", help="skip paths matching (repeatable)")
+    p.add_argument("--local-dir", metavar="DIR", help="write the files into DIR instead of the cache")
+    p.add_argument("--cache-dir", metavar="DIR", help="cache root (default: HF_HUB_CACHE)")
+    _transfer_options(p)
+    p.set_defaults(func=cmd_pull)
+
+    p = sub.add_parser("push", help="commit a folder to a repo", epilog=EPILOG, description=(
+        "Commits the files of DIR to REPO in one commit, creating the repo (and branch) if needed. Large files "
+        "go in resumable multipart uploads: run the same command again after an interruption. Prints the "
+        "commit's URL."))
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("repo", metavar="REPO", help="NS/NAME, or datasets/NS/NAME / models/NS/NAME")
+    _type_option(p)
+    p.add_argument("--revision", metavar="BRANCH", help="branch to commit to (default: main)")
+    p.add_argument("-m", "--message", help="commit title")
+    p.add_argument("--private", action="store_true", help="create the repo private")
+    _transfer_options(p)
+    p.set_defaults(func=cmd_push)
+
+    p = sub.add_parser("ls", help="list files of a repo", epilog=EPILOG, description=(
+        "Lists REPO[@REV][/PATH]: one line per entry, size in bytes (or - for directories) and path."))
+    p.add_argument("path", metavar="REPO[@REV][/PATH]")
+    _type_option(p)
+    p.add_argument("-R", "--recursive", action="store_true", help="list everything below")
+    p.add_argument("--human", action="store_true", help="sizes in KiB/MiB/GiB")
+    p.set_defaults(func=cmd_ls)
+
+    p = sub.add_parser("cp", help="copy files from a repo", epilog=EPILOG, description=(
+        "Copies a file or (with -r) a directory from a repo to a local path, verified by sha256. "
+        "SRC is hub://datasets/NS/NAME[@REV]/PATH or hub://models/..."))
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("dst", metavar="DST")
+    _type_option(p)
+    p.add_argument("-r", "--recursive", action="store_true", help="copy directories")
+    _transfer_options(p)
+    p.set_defaults(func=cmd_cp)
+    return parser
+
+
+def _version() -> str:
+    from storage.client import _version as v
+
+    return v()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    debug = os.environ.get("HUB_DEBUG", "") not in ("", "0")
+    try:
+        return args.func(args)
+    except UsageError as err:
+        if debug:
+            traceback.print_exc()
+        say(f"error: {err.message}")
+        return 2
+    except HubClientError as err:
+        if debug:
+            traceback.print_exc()
+        say(f"error: {err.message}")
+        return 1
+    except KeyboardInterrupt:
+        say("interrupted: run the same command again to continue")
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as err:  # noqa: BLE001 - the one top-level handler
+        if debug:
+            traceback.print_exc()
+        say(f"error: {type(err).__name__}: {err} (set HUB_DEBUG=1 for a traceback)")
+        return 1
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,393 @@
+"""The `hub://` fsspec filesystem (registered through the `fsspec.specs` entry point).
+
+    hub://datasets/NS/NAME[@REV]/PATH    hub://models/NS/NAME[@REV]/PATH    (later: hub://volume/PATH)
+
+Read-only for repos. A thin adapter over storage.client: it never needs store credentials; bytes
+come through the URLs the hub hands out (presigned store URLs on S3, the hub's own /resolve/ URLs
+otherwise). Each revision is resolved to a commit once per filesystem object and pinned there, so
+a branch that moves under a reader does not change what it reads (`invalidate_cache()` unpins).
+
+    import pandas as pd
+    pd.read_csv("hub://datasets/alice/iris/iris.csv")          # HUB_ENDPOINT / HUB_TOKEN from the env
+    fs = fsspec.filesystem("hub", endpoint="https://hub", token="...")
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fsspec.callbacks import DEFAULT_CALLBACK
+from fsspec.spec import AbstractBufferedFile, AbstractFileSystem, _Cached
+
+from storage.client import (
+    REPO_TYPES,
+    AuthError,
+    HubClient,
+    HubClientError,
+    HubPath,
+    NotFoundError,
+    PermissionDeniedError,
+    UsageError,
+    parse_hub_path,
+    resolve_settings,
+)
+
+URL_MARGIN = 0.8  # refresh a presigned URL after this share of its lifetime
+
+
+@dataclass(frozen=True)
+class ResolvedPath:
+    """A hub path with its revision pinned to a commit."""
+
+    repo_type: str
+    repo_id: str
+    revision: str | None  # as the user spelled it (None: default branch)
+    commit: str
+    path: str  # inside the repo, '' for the root
+
+    @property
+    def root(self) -> str:
+        rev = f"@{self.revision}" if self.revision else ""
+        return f"{self.repo_type}s/{self.repo_id}{rev}"
+
+    def name(self, path: str) -> str:
+        return f"{self.root}/{path}" if path else self.root
+
+
+def _os_error(err: HubClientError, path: str) -> OSError:
+    if isinstance(err, NotFoundError):
+        return FileNotFoundError(errno.ENOENT, err.message, path)
+    if isinstance(err, AuthError | PermissionDeniedError):
+        return PermissionError(errno.EACCES, err.message, path)
+    if isinstance(err, UsageError):
+        return ValueError(err.message)
+    return OSError(errno.EIO, err.message, path)
+
+
+class _EnvCached(_Cached):
+    """Instances are cached by fsspec per arguments; the endpoint and token from the environment
+    count as arguments, so a changed HUB_ENDPOINT or HUB_TOKEN gives a new filesystem."""
+
+    def __call__(cls, *args, **kwargs):
+        if kwargs.get("endpoint") is None or "token" not in kwargs:
+            settings = resolve_settings(kwargs.get("endpoint"), kwargs.get("token"))
+            kwargs["endpoint"] = settings.endpoint
+            kwargs.setdefault("token", settings.token or False)
+        return super().__call__(*args, **kwargs)
+
+
+class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
+    protocol = "hub"
+    root_marker = ""
+    default_block_size = 4 * 2**20
+    default_cache_type = "blockcache"  # LRU of blocks: good for parquet's jumps and for sequential reads
+
+    def __init__(self, endpoint: str | None = None, token: str | bool | None = None, *, workers: int = 8,
+                 **storage_options) -> None:
+        super().__init__(endpoint=endpoint, token=token, **storage_options)
+        self.client = HubClient(endpoint, token)
+        self.workers = workers
+        self._pins: dict[tuple[str, str, str], str] = {}
+        self._items: dict[tuple[str, str, str, str], tuple[dict, float]] = {}
+        self._lock = threading.Lock()
+        self._collect = threading.local()
+
+    # --- paths --------------------------------------------------------------------------------------
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        if isinstance(path, list):
+            return [cls._strip_protocol(p) for p in path]
+        path = str(path)
+        if path.startswith("hub://"):
+            path = path[len("hub://"):]
+        return path.strip("/")
+
+    def _parse(self, path: str) -> HubPath:
+        try:
+            hp = parse_hub_path(self._strip_protocol(path))
+        except UsageError as err:
+            raise ValueError(err.message) from None
+        if hp.kind == "volume":
+            raise NotImplementedError("hub://volume/ paths are not supported by this version of the hub client yet")
+        return hp
+
+    def resolve_path(self, path: str) -> ResolvedPath:
+        """The path with its revision pinned: the first call for a (repo, revision) asks the hub
+        for the commit; later ones reuse it for the lifetime of this filesystem."""
+        hp = self._parse(path)
+        key = (hp.repo_type, hp.repo_id, hp.revision or "")
+        commit = self._pins.get(key)
+        if commit is None:
+            try:
+                commit = self.client.resolve_commit(hp.repo_type, hp.repo_id, hp.revision)
+            except HubClientError as err:
+                raise _os_error(err, path) from err
+            with self._lock:
+                commit = self._pins.setdefault(key, commit)
+        return ResolvedPath(hp.repo_type, hp.repo_id, hp.revision, commit, hp.path)
+
+    def invalidate_cache(self, path: str | None = None) -> None:
+        """Forgets listings (and, for the whole filesystem, the pinned revisions and URLs)."""
+        if path is None:
+            self.dircache.clear()
+            self._pins.clear()
+            self._items.clear()
+        else:
+            path = self._strip_protocol(path)
+            self.dircache.pop(path, None)
+            while path:
+                path = self._parent(path)
+                self.dircache.pop(path, None)
+
+    # --- metadata -----------------------------------------------------------------------------------
+
+    def _entry_info(self, r: ResolvedPath, e: dict) -> dict:
+        info = {"name": r.name(e["path"]), "size": e.get("size", 0) if e["type"] == "file" else 0,
+                "type": "file" if e["type"] == "file" else "directory", "oid": e.get("oid")}
+        if e.get("lfs"):
+            info["lfs"] = e["lfs"]
+            info["sha256"] = e["lfs"].get("oid")
+        return info
+
+    def _item_info(self, r: ResolvedPath, item: dict) -> dict:
+        return {"name": r.name(item["path"]), "size": item["size"], "type": "file", "sha256": item["sha256"],
+                "etag": item["etag"], "lfs": item["lfs"]}
+
+    def _root_listing(self, path: str) -> list[dict] | None:
+        """'' , 'datasets', 'models', 'datasets/NS': above the level of a single repo."""
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            return [{"name": f"{t}s", "size": 0, "type": "directory"} for t in REPO_TYPES]
+        if parts[0] not in ("datasets", "models") or len(parts) > 2:
+            return None
+        params = {"author": parts[1]} if len(parts) == 2 else {}
+        try:
+            repos = self.client.json("GET", f"api/{parts[0]}", params=params | {"limit": 1000})
+        except HubClientError as err:
+            raise _os_error(err, path) from err
+        return [{"name": f"{parts[0]}/{r['id']}", "size": 0, "type": "directory"} for r in repos]
+
+    def ls(self, path: str, detail: bool = True, refresh: bool = False, **kwargs):
+        path = self._strip_protocol(path)
+        if not refresh and path in self.dircache:
+            out = self.dircache[path]
+        else:
+            above = self._root_listing(path)
+            if above is not None:
+                out = above
+            else:
+                r = self.resolve_path(path)
+                try:
+                    entries = list(self.client.list_tree(r.repo_type, r.repo_id, r.commit, r.path))
+                except NotFoundError as err:
+                    if err.code == "EntryNotFound" and r.path:
+                        info = self.info(path)  # a file: ls of a file lists the file
+                        return [info] if detail else [info["name"]]
+                    raise _os_error(err, path) from err
+                except HubClientError as err:
+                    raise _os_error(err, path) from err
+                out = [self._entry_info(r, e) for e in entries]
+            self.dircache[path] = out
+        return out if detail else [e["name"] for e in out]
+
+    def info(self, path: str, **kwargs) -> dict:
+        path = self._strip_protocol(path)
+        if self._root_listing_level(path):
+            return {"name": path, "size": 0, "type": "directory"}
+        r = self.resolve_path(path)
+        if not r.path:
+            return {"name": path, "size": 0, "type": "directory", "commit": r.commit}
+        parent = self._parent(path)
+        for e in self.dircache.get(parent, ()):
+            if e["name"] == path:
+                return e
+        cached = self._items.get((r.repo_type, r.repo_id, r.commit, r.path))
+        if cached is not None:
+            return self._item_info(r, cached[0])
+        try:
+            found = self.client.paths_info(r.repo_type, r.repo_id, r.commit, [r.path])
+        except HubClientError as err:
+            raise _os_error(err, path) from err
+        if not found:
+            raise FileNotFoundError(errno.ENOENT, f"{r.path!r} not found in {r.repo_id} at {r.commit[:12]}", path)
+        info = self._entry_info(r, found[0])
+        info["name"] = path
+        return info
+
+    def _root_listing_level(self, path: str) -> bool:
+        parts = [p for p in path.split("/") if p]
+        return not parts or (parts[0] in ("datasets", "models") and len(parts) <= 2)
+
+    def find(self, path: str, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False, **kwargs):
+        """Everything below `path` from the hub's manifest: one paged listing with sha256, whatever
+        the depth (millions of files cost pages, not one request per directory)."""
+        path = self._strip_protocol(path)
+        if maxdepth is not None or self._root_listing_level(path):
+            return super().find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
+        r = self.resolve_path(path)
+        try:
+            items = self._manifest(r)
+        except FileNotFoundError:
+            items = []
+        out: dict[str, dict] = {}
+        if len(items) == 1 and items[0]["path"] == r.path and r.path:
+            out[path] = self._item_info(r, items[0]) | {"name": path}
+        else:
+            base = f"{r.path}/" if r.path else ""
+            if withdirs:
+                if items or not r.path:
+                    out[path] = {"name": path, "size": 0, "type": "directory"}
+                for item in items:
+                    parts = item["path"][len(base):].split("/")[:-1]
+                    for i in range(1, len(parts) + 1):
+                        d = r.name(base + "/".join(parts[:i]))
+                        out.setdefault(d, {"name": d, "size": 0, "type": "directory"})
+            for item in items:
+                info = self._item_info(r, item)
+                out[info["name"]] = info
+        names = sorted(out)
+        return {n: out[n] for n in names} if detail else names
+
+    def _manifest(self, r: ResolvedPath, limit: int = 5000, *, first_page: bool = False) -> list[dict]:
+        """Manifest items under r.path at the pinned commit; remembered with their URLs."""
+        items = []
+        try:
+            for page in self.client.manifest(r.repo_type, r.repo_id, r.commit, path=r.path, limit=limit):
+                until = time.monotonic() + page.get("expires_in", 900) * URL_MARGIN
+                for item in page["files"]:
+                    items.append(item)
+                    self._items[(r.repo_type, r.repo_id, r.commit, item["path"])] = (item, until)
+                if first_page:
+                    break
+        except HubClientError as err:
+            raise _os_error(err, r.name(r.path)) from err
+        return items
+
+    def _item(self, path: str, *, fresh: bool = False) -> tuple[ResolvedPath, dict]:
+        """The manifest item of one file (size, sha256, a download URL that is still valid)."""
+        r = self.resolve_path(path)
+        key = (r.repo_type, r.repo_id, r.commit, r.path)
+        cached = self._items.get(key)
+        if cached is not None and not fresh and cached[1] > time.monotonic():
+            return r, cached[0]
+        if not r.path:
+            raise IsADirectoryError(errno.EISDIR, "a repo is a directory", path)
+        items = self._manifest(r, limit=1, first_page=True)
+        if not items or items[0]["path"] != r.path:
+            self.info(path)  # FileNotFoundError if nothing is there
+            raise IsADirectoryError(errno.EISDIR, f"{r.path!r} is a directory", path)
+        return r, items[0]
+
+    def ukey(self, path: str) -> str:
+        r, item = self._item(path)
+        return f"{r.commit}:{item['sha256']}"
+
+    def checksum(self, path: str) -> int:
+        return int(self.ukey(path).split(":")[1][:16], 16)
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    def _read_range(self, path: str, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the file, in one ranged GET straight from where the bytes are."""
+        r, item = self._item(path)
+        end = min(end, item["size"])
+        if start >= end:
+            return b""
+        headers = {"Range": f"bytes={start}-{end - 1}"}
+        for attempt in (0, 1):
+            try:
+                resp = self.client.request("GET", item["url"], headers=headers)
+                break
+            except HubClientError as err:
+                if attempt == 0 and err.status in (400, 403):  # an expired presigned URL: ask again
+                    r, item = self._item(path, fresh=True)
+                    continue
+                raise _os_error(err, path) from err
+        data = resp.data
+        if resp.status == 200 and (start, end) != (0, item["size"]):
+            data = data[start:end]  # a server that ignored the range
+        if len(data) != end - start:
+            raise OSError(errno.EIO, f"short read: {len(data)} of {end - start} bytes", path)
+        return data
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs) -> bytes:
+        r, item = self._item(path)
+        size = item["size"]
+        start = 0 if start is None else (max(0, size + start) if start < 0 else start)
+        end = size if end is None else (max(0, size + end) if end < 0 else min(end, size))
+        data = self._read_range(path, start, end)
+        if (start, end) == (0, size) and hashlib.sha256(data).hexdigest() != item["sha256"]:
+            raise OSError(errno.EIO, f"{path}: the bytes received do not match their sha256", path)
+        return data
+
+    def _open(self, path: str, mode: str = "rb", block_size=None, autocommit: bool = True, cache_options=None,
+              cache_type=None, **kwargs):
+        if mode != "rb":
+            raise NotImplementedError("hub:// repos are read-only: publish with `hub push DIR REPO`")
+        r, item = self._item(path)
+        return HubFile(self, path, mode=mode, block_size=block_size or self.default_block_size,
+                       cache_type=cache_type or self.default_cache_type, cache_options=cache_options,
+                       size=item["size"], **kwargs)
+
+    def get_file(self, rpath: str, lpath: str, callback=DEFAULT_CALLBACK, outfile=None, **kwargs) -> None:
+        """One file to a local path, verified by sha256 before it appears there (and resumable)."""
+        pending = getattr(self._collect, "pairs", None)
+        if pending is not None:  # inside get(): collected and fetched in parallel
+            pending.append((rpath, lpath))
+            return
+        if self.isdir(rpath):
+            os.makedirs(lpath, exist_ok=True)
+            return
+        if outfile is not None:
+            outfile.write(self.cat_file(rpath))
+            return
+        self._download([(rpath, lpath)])
+
+    def get(self, rpath, lpath, recursive: bool = False, callback=DEFAULT_CALLBACK, maxdepth=None, **kwargs):
+        """As fsspec's get (same path rules), but the files are fetched in parallel."""
+        self._collect.pairs = pairs = []
+        try:
+            super().get(rpath, lpath, recursive=recursive, callback=callback, maxdepth=maxdepth, **kwargs)
+        finally:
+            self._collect.pairs = None
+        files = []
+        for rp, lp in pairs:
+            if self.isdir(rp):
+                os.makedirs(lp, exist_ok=True)
+            else:
+                files.append((rp, lp))
+        self._download(files)
+
+    def _download(self, pairs: list[tuple[str, str]]) -> None:
+        from storage.pull import download_files
+
+        groups: dict[tuple[str, str, str], tuple[list[dict], dict[str, Path]]] = {}
+        for rp, lp in pairs:
+            r, item = self._item(rp)
+            items, targets = groups.setdefault((r.repo_type, r.repo_id, r.commit), ([], {}))
+            if item["path"] not in targets:
+                items.append(item)
+            targets[item["path"]] = Path(lp)
+        for (repo_type, repo_id, commit), (items, targets) in groups.items():
+            try:
+                download_files(self.client, repo_type, repo_id, commit, items, targets, workers=self.workers)
+            except HubClientError as err:
+                raise _os_error(err, f"{repo_type}s/{repo_id}") from err
+
+    # --- writing: not for repos --------------------------------------------------------------------
+
+    def _read_only(self, *args, **kwargs):
+        raise NotImplementedError("hub:// repos are read-only: publish with `hub push DIR REPO`")
+
+    rm_file = rm = mkdir = makedirs = rmdir = put_file = mv = cp_file = touch = _read_only
+
+
+class HubFile(AbstractBufferedFile):
+    def _fetch_range(self, start: int, end: int) -> bytes:
+        return self.fs._read_range(self.path, start, end)

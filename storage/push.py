@@ -1,0 +1,217 @@
+"""`hub push`: a local folder committed to a repo in one commit.
+
+Small files travel inside the commit (as the hub's preupload says, up to INLINE_BUDGET in all); the
+rest are LFS objects sent where the LFS batch says — multipart sessions the hub keeps for the same
+user and sha256, so a killed push resumes from the parts already stored. Hashing (sha256, one pass
+per file) runs in its own threads and feeds uploads as soon as each file is hashed. Files whose
+content the branch already has at the same path are left out; nothing changed means no commit.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import threading
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage.client import DATASET, HubClient, HubClientError, NotFoundError, UsageError
+from storage.progress import Progress
+from storage.transfer import Context, RateLimiter, Scheduler, Stats, UploadJob, _hash_file
+
+INLINE_BUDGET = 64 * 2**20  # bytes of small files sent inside the commit; beyond, they go as LFS objects
+PREUPLOAD_CHUNK = 256
+BATCH = 100
+BATCH_BYTES = 64 * 2**20
+IGNORED_DIRS = {".git", ".hg", ".svn"}
+
+
+@dataclass
+class LocalFile:
+    path: str  # in the repo, '/'-separated
+    abspath: Path
+    size: int
+    sha256: str = ""
+    data: bytes | None = None  # content of files sent inline
+
+
+@dataclass
+class PushResult:
+    commit: str | None  # None when nothing changed
+    commit_url: str | None
+    created_repo: bool
+    files: int
+    changed: int
+    stats: Stats
+
+
+def scan(folder: Path) -> list[LocalFile]:
+    """Every regular file under `folder`, skipping VCS folders and huggingface_hub's .cache/huggingface."""
+    if not folder.is_dir():
+        raise UsageError(f"{folder} is not a directory", code="NotADirectory")
+    out = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        rel_dir = Path(dirpath).relative_to(folder)
+        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS
+                             and not (rel_dir == Path(".cache") and d == "huggingface"))
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            if not p.is_file():
+                continue
+            out.append(LocalFile((rel_dir / name).as_posix(), p, p.stat().st_size))
+    return out
+
+
+def _git_blob_oid(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
+
+
+def push(client: HubClient, folder: str | Path, repo_type: str, repo_id: str, *, revision: str | None = None,
+         message: str | None = None, private: bool = False, workers: int = 8, limit_rate: float | None = None,
+         progress: bool = True) -> PushResult:
+    """Commits the files of `folder` to `repo_id` on branch `revision` (default main), creating the
+    repo (and the branch, from the default branch) if needed. Raises HubClientError on failure."""
+    folder = Path(folder)
+    files = scan(folder)
+    if not files:
+        raise UsageError(f"{folder} has no files to push", code="EmptyFolder")
+    created = client.create_repo(repo_type, repo_id, private=private, exist_ok=True)
+    branch = revision or "main"
+    if revision and not created:
+        try:
+            client.repo_info(repo_type, repo_id, revision)
+        except NotFoundError as err:
+            if err.code != "RevisionNotFound":
+                raise
+            client.create_branch(repo_type, repo_id, revision)
+    elif revision and created:
+        client.create_branch(repo_type, repo_id, revision)
+
+    modes = _preupload(client, repo_type, repo_id, branch, files)
+    inline, lfs = [], []
+    budget = INLINE_BUDGET
+    for f in files:
+        mode, _ignore, _oid = modes[f.path]
+        if mode == "regular" and f.size <= budget:
+            budget -= f.size
+            inline.append(f)
+        else:
+            lfs.append(f)
+
+    changed: list[tuple[str, LocalFile]] = []
+    for f in inline:
+        f.data = f.abspath.read_bytes()
+        if len(f.data) != f.size:
+            raise UsageError(f"{f.abspath} changed while it was being pushed", code="FileChanged")
+        if _git_blob_oid(f.data) != modes[f.path][2]:
+            changed.append(("file", f))
+        else:
+            f.data = None
+
+    label = f"{'datasets/' if repo_type == DATASET else ''}{repo_id}"
+    ctx = Context(client, limiter=RateLimiter(limit_rate), progress=Progress(f"push {label}", show=progress))
+    sched = Scheduler(ctx, workers)
+    try:
+        changed += _upload_lfs(ctx, sched, client, repo_type, repo_id, branch, lfs, modes)
+        sched.close()
+    except BaseException:
+        sched.abort()  # a failure while planning, or Ctrl-C: stop the workers at their next chunk
+        raise
+    finally:
+        ctx.progress.close()
+    if not changed:
+        return PushResult(None, None, created, len(files), 0, ctx.stats)
+    summary = message or f"Upload {len(changed)} file{'s' if len(changed) != 1 else ''} with hub push"
+    lines = [{"key": "header", "value": {"summary": summary, "description": ""}}]
+    for kind, f in sorted(changed, key=lambda c: c[1].path):
+        if kind == "file":
+            lines.append({"key": "file", "value": {"path": f.path, "encoding": "base64",
+                                                   "content": base64.b64encode(f.data or b"").decode()}})
+        else:
+            lines.append({"key": "lfsFile", "value": {"path": f.path, "algo": "sha256", "oid": f.sha256,
+                                                      "size": f.size}})
+    payload = b"\n".join(json.dumps(line).encode() for line in lines) + b"\n"
+    out = client.commit(repo_type, repo_id, branch, payload)
+    ctx.stats.add(bytes_up=sum(f.size for k, f in changed if k == "file"))
+    return PushResult(out.get("commitOid"), out.get("commitUrl"), created, len(files), len(changed), ctx.stats)
+
+
+def _preupload(client: HubClient, repo_type: str, repo_id: str, branch: str,
+               files: list[LocalFile]) -> dict[str, tuple[str, bool, str | None]]:
+    """{path: (uploadMode, shouldIgnore, oid of what the branch has there)}."""
+    out = {}
+    for i in range(0, len(files), PREUPLOAD_CHUNK):
+        chunk = files[i:i + PREUPLOAD_CHUNK]
+        items = []
+        for f in chunk:
+            with open(f.abspath, "rb") as fh:
+                sample = fh.read(512)
+            items.append({"path": f.path, "size": f.size, "sample": base64.b64encode(sample).decode()})
+        answer = client.preupload(repo_type, repo_id, branch, items)
+        for item in answer["files"]:
+            out[item["path"]] = (item["uploadMode"], bool(item.get("shouldIgnore")), item.get("oid"))
+    missing = [f.path for f in files if f.path not in out]
+    if missing:
+        raise HubClientError(f"the hub did not answer the preupload for {missing[0]!r}", code="BadResponse")
+    return out
+
+
+def _upload_lfs(ctx: Context, sched: Scheduler, client: HubClient, repo_type: str, repo_id: str, branch: str,
+                files: list[LocalFile], modes: dict) -> list[tuple[str, LocalFile]]:
+    """Hashes the files (two threads) and, batch by batch as hashes come in, asks the LFS batch
+    where to send them and schedules the uploads. Returns the files that change the branch."""
+    changed: list[tuple[str, LocalFile]] = []
+    if not files:
+        return changed
+    hasher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hub-hash")
+    lock = threading.Lock()
+
+    def digest(f: LocalFile) -> LocalFile:
+        f.sha256 = _hash_file(f.abspath).hexdigest()
+        if f.abspath.stat().st_size != f.size:
+            raise UsageError(f"{f.abspath} changed while it was being pushed", code="FileChanged")
+        return f
+
+    pending: set[Future] = {hasher.submit(digest, f) for f in files}
+    ready: list[LocalFile] = []
+    try:
+        while pending or ready:
+            if pending:
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    f = fut.result()
+                    if f.sha256 != modes[f.path][2]:
+                        ready.append(f)
+            # A batch goes as soon as it is worth a round trip: big files start uploading while
+            # the next ones are still being hashed.
+            if ready and (len(ready) >= BATCH or sum(f.size for f in ready) >= BATCH_BYTES or not pending):
+                batch, ready = ready[:BATCH], ready[BATCH:]
+                _schedule(ctx, sched, client, repo_type, repo_id, branch, batch)
+                with lock:
+                    changed += [("lfsFile", f) for f in batch]
+            if sched.failed:
+                break
+    finally:
+        hasher.shutdown(wait=True, cancel_futures=True)
+    return changed
+
+
+def _schedule(ctx: Context, sched: Scheduler, client: HubClient, repo_type: str, repo_id: str, branch: str,
+              batch: list[LocalFile]) -> None:
+    # One object per distinct content: two paths with the same bytes upload once.
+    unique = {f.sha256: f for f in batch}
+    answer = client.lfs_batch(repo_type, repo_id, [{"oid": f.sha256, "size": f.size} for f in unique.values()],
+                              ref=branch)
+    for obj in answer.get("objects", []):
+        f = unique.get(obj.get("oid"))
+        if f is None:
+            continue
+        if obj.get("error"):
+            raise HubClientError(f"{f.path}: {obj['error'].get('message', 'refused by the hub')}",
+                                 code=f"LFS{obj['error'].get('code', '')}")
+        action = (obj.get("actions") or {}).get("upload")
+        if action:
+            ctx.progress.add_total(f.size)
+            sched.submit(UploadJob(ctx, f.abspath, f.sha256, f.size, action))

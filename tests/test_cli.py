@@ -1,0 +1,461 @@
+"""The `hub` command against live hubs, as a user runs it: a separate process with only an endpoint
+and a token, its stdout (data), stderr (messages) and exit status.
+
+alice owns the repos, bob is another user, anonymous callers have no token. Every round trip
+compares bytes; resumption is tested by SIGKILLing the client in the middle and counting the bytes
+the second run moves. The native endpoints the client relies on (manifest, upload sessions) are
+tested here too, with raw HTTP.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.test_hf_write import auth, lfs_batch
+
+ROOT = Path(__file__).resolve().parent.parent
+MiB = 2**20
+HUB_BIN = Path(sys.executable).parent / "hub"
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+def client_env(hub, token: str | None, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a GPU instance: no Django settings, only the client's variables."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_", "HUB_", "HUGGINGFACE_", "DJANGO_", "AWS_"))}
+    env |= {"HUB_ENDPOINT": hub.url, "HUB_CONFIG_DIR": str(tmp_path / "hub-config"),
+            "HF_HUB_CACHE": str(tmp_path / "hf-cache"), "PYTHONPATH": str(ROOT)}
+    if token:
+        env["HUB_TOKEN"] = token
+    return env | extra
+
+
+def hub_cmd() -> list[str]:
+    return [str(HUB_BIN)] if HUB_BIN.exists() else [sys.executable, "-m", "storage.cli"]
+
+
+def run(env: dict[str, str], *args: str, input: str | None = None, timeout: float = 180
+        ) -> subprocess.CompletedProcess:
+    return subprocess.run([*hub_cmd(), *args], env=env, capture_output=True, text=True, timeout=timeout,
+                          input=input, cwd=ROOT)
+
+
+def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+    return proc
+
+
+def failed(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    """A failure: non-zero exit, nothing on stdout, one line on stderr that says what went wrong."""
+    assert proc.returncode not in (0, None), proc
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def fetched(proc: subprocess.CompletedProcess) -> int:
+    return int(re.search(r"fetched (\d+) bytes", proc.stderr).group(1))
+
+
+def uploaded(proc: subprocess.CompletedProcess) -> int:
+    return int(re.search(r"uploaded (\d+) bytes", proc.stderr).group(1))
+
+
+def make_tree(root: Path, files: dict[str, bytes]) -> dict[str, bytes]:
+    for rel, data in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return files
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and ".cache" not in p.relative_to(root).parts}
+
+
+def sample_files(big: int = 20 * MiB) -> dict[str, bytes]:
+    rnd = os.urandom(big)
+    return {
+        "config.json": b'{"hidden_size": 8}\n',
+        "README.md": b"# a model\n",
+        "empty.txt": b"",
+        "sub/deeper/notes.txt": b"notes\n" * 1000,
+        "sub/copy-of-config.json": b'{"hidden_size": 8}\n',  # same bytes as another path
+        "weights/model.safetensors": rnd,  # LFS, multipart (8 MiB parts on the test hubs)
+    }
+
+
+@pytest.fixture
+def alice(hub) -> str:
+    return hub.cached_token("alice")
+
+
+@pytest.fixture
+def bob(hub) -> str:
+    return hub.cached_token("bob")
+
+
+def snapshot_dir(tmp_path: Path, repo_type: str, repo_id: str) -> Path:
+    root = tmp_path / "hf-cache" / f"{repo_type}s--{repo_id.replace('/', '--')}"
+    (commit,) = (root / "snapshots").iterdir()
+    return commit
+
+
+# --- round trips ------------------------------------------------------------------------------------
+
+def test_it_pushes_a_folder_and_pulls_it_back_byte_for_byte(hub, alice, unique, tmp_path):
+    src = tmp_path / "src"
+    files = make_tree(src, sample_files())
+    repo = f"alice/rt-{unique}"
+    env = client_env(hub, alice, tmp_path, HUB_SEGMENT_SIZE="4MiB")  # the big file comes in 5 ranges
+
+    push = ok(run(env, "push", str(src), repo, "-m", "weights v1", "--private"))
+    assert re.fullmatch(rf"{re.escape(hub.url)}/{repo}/commit/[0-9a-f]{{40}}\n", push.stdout)
+    assert "created private model" in push.stderr
+    commit = push.stdout.strip().rsplit("/", 1)[1]
+
+    pull = ok(run(env, "pull", repo))
+    snap = Path(pull.stdout.strip())
+    assert snap == snapshot_dir(tmp_path, "model", repo) and snap.name == commit
+    got = read_tree(snap)
+    assert got.pop(".gitattributes").startswith(b"*.7z")
+    assert got == files
+    assert fetched(pull) == sum(len(v) for v in files.values()) - len(files["sub/copy-of-config.json"]) + 557
+    assert (snap.parent.parent / "refs" / "main").read_text() == commit
+    assert not list((snap.parent.parent / "blobs").glob("*incomplete*"))
+
+    # Everything there and verified: nothing moves the second time.
+    again = ok(run(env, "pull", repo))
+    assert fetched(again) == 0 and "6 already present" not in again.stderr and "7 already present" in again.stderr
+
+    # Pushing the same folder again changes nothing.
+    same = ok(run(env, "push", str(src), repo))
+    assert same.stdout == "" and "nothing to commit" in same.stderr
+
+    # A second commit; the first stays reachable by its id.
+    (src / "config.json").write_bytes(b'{"hidden_size": 16}\n')
+    ok(run(env, "push", str(src), repo, "-m", "v2"))
+    old = ok(run(env, "pull", repo, "--revision", commit, "--local-dir", str(tmp_path / "old")))
+    assert read_tree(tmp_path / "old")["config.json"] == b'{"hidden_size": 8}\n'
+    assert old.stdout.strip() == str(tmp_path / "old")
+
+    # Filters, into a plain directory with huggingface_hub's metadata records.
+    part = tmp_path / "part"
+    ok(run(env, "pull", repo, "--local-dir", str(part), "--include", "sub/*", "--exclude", "*.txt"))
+    assert read_tree(part) == {"sub/copy-of-config.json": files["sub/copy-of-config.json"]}
+    meta = (part / ".cache/huggingface/download/sub/copy-of-config.json.metadata").read_text().splitlines()
+    assert len(meta[0]) == 40 and meta[1] == hashlib.sha1(b"blob 19\x00" + files["config.json"]).hexdigest()
+
+
+def test_it_fills_a_cache_that_huggingface_hub_reads_offline(hub, alice, unique, tmp_path):
+    from huggingface_hub import hf_hub_download, snapshot_download
+
+    src = tmp_path / "src"
+    config = b'{"model_type": "bert", "hidden_size": 48, "num_attention_heads": 4, "num_hidden_layers": 2}\n'
+    files = make_tree(src, {"config.json": config, "model.bin": os.urandom(11 * 10**6)})
+    repo = f"alice/cache-{unique}"
+    env = client_env(hub, alice, tmp_path)
+    ok(run(env, "push", str(src), repo))
+    snap = Path(ok(run(env, "pull", repo)).stdout.strip())
+
+    cache = tmp_path / "hf-cache"
+    offline = snapshot_download(repo, cache_dir=str(cache), local_files_only=True)
+    assert Path(offline) == snap
+    path = hf_hub_download(repo, "model.bin", cache_dir=str(cache), local_files_only=True)
+    assert Path(path).read_bytes() == files["model.bin"]
+    from transformers import AutoConfig
+
+    loaded = AutoConfig.from_pretrained(repo, cache_dir=str(cache), local_files_only=True)
+    assert (loaded.model_type, loaded.hidden_size, loaded.num_hidden_layers) == ("bert", 48, 2)
+    # and the other way round: what huggingface_hub cached, hub pull does not fetch again
+    other = tmp_path / "hf-cache-2"
+    api = hub.api(alice)
+    api.snapshot_download(repo, cache_dir=str(other))
+    again = ok(run(client_env(hub, alice, tmp_path, HF_HUB_CACHE=str(other)), "pull", repo))
+    assert fetched(again) == 0
+
+
+@pytest.mark.parametrize("segment,then", [("4MiB", "4MiB"), ("64MiB", "64MiB"), ("4MiB", "64MiB"), ("64MiB", "4MiB")],
+                         ids=["ranges", "one-stream", "ranges-then-one-stream", "one-stream-then-ranges"])
+def test_it_resumes_a_pull_killed_with_sigkill(hub, alice, unique, tmp_path, segment, then):
+    src = tmp_path / "src"
+    size = 24 * MiB
+    files = make_tree(src, {"big.bin": os.urandom(size)})
+    repo = f"alice/resume-{unique}"
+    env = client_env(hub, alice, tmp_path, HUB_SEGMENT_SIZE=segment)
+    ok(run(env, "push", str(src), repo))
+    blobs = tmp_path / "hf-cache" / f"models--{repo.replace('/', '--')}" / "blobs"
+
+    proc = subprocess.Popen([*hub_cmd(), "pull", repo, "--limit-rate", "8M"], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline and _bytes_on_disk(blobs) < 6 * MiB:
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    on_disk = _bytes_on_disk(blobs)
+    assert 6 * MiB <= on_disk < size
+    assert not (blobs / hashlib.sha256(files["big.bin"]).hexdigest()).exists()  # nothing unverified in place
+
+    again = ok(run(env | {"HUB_SEGMENT_SIZE": then}, "pull", repo))  # the second run may fetch otherwise
+    if segment == then:
+        assert fetched(again) <= size - on_disk + 557
+    else:  # one stream reuses only the prefix a ranged run left; ranges reuse all a one-stream run left
+        assert fetched(again) <= size + 557 if then == "64MiB" else fetched(again) <= size - on_disk + 557
+    assert read_tree(Path(again.stdout.strip()))["big.bin"] == files["big.bin"]
+    assert not list(blobs.glob("*incomplete*"))
+
+    # Bytes left by an earlier run that turn out bad are thrown away and fetched again, once.
+    other = tmp_path / "other-cache"
+    bad_blobs = other / f"models--{repo.replace('/', '--')}" / "blobs"
+    bad_blobs.mkdir(parents=True)
+    partial = bad_blobs / f"{hashlib.sha256(files['big.bin']).hexdigest()}.hub.incomplete"
+    partial.write_bytes(b"\0" * (size if then == "4MiB" else MiB))
+    if then == "4MiB":
+        (bad_blobs / (partial.name + ".journal")).write_text(f"0 {MiB}\n")
+    fixed = ok(run(env | {"HF_HUB_CACHE": str(other), "HUB_SEGMENT_SIZE": then}, "pull", repo))
+    assert (Path(fixed.stdout.strip()) / "big.bin").read_bytes() == files["big.bin"]
+
+
+def _bytes_on_disk(blobs: Path) -> int:
+    """Bytes of the big file a killed pull leaves: the journal's ranges, or the partial's length."""
+    for journal in blobs.glob("*.journal") if blobs.exists() else ():
+        try:
+            spans = [line.split() for line in journal.read_text().splitlines()]
+            return sum(int(b) - int(a) for a, b in spans if a.isdigit() and b.isdigit())
+        except OSError:
+            return 0
+    for partial in blobs.glob("*.hub.incomplete") if blobs.exists() else ():
+        return partial.stat().st_size
+    return 0
+
+
+def test_it_resumes_a_push_killed_with_sigkill(hub, alice, unique, tmp_path):
+    src = tmp_path / "src"
+    size = 40 * MiB  # 5 parts of 8 MiB
+    data = make_tree(src, {"w.bin": os.urandom(size)})["w.bin"]
+    oid = hashlib.sha256(data).hexdigest()
+    repo = f"alice/push-resume-{unique}"
+    env = client_env(hub, alice, tmp_path)
+    proc = subprocess.Popen([*hub_cmd(), "push", str(src), repo, "--limit-rate", "8M", "--workers", "2"],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Watch the hub's upload session (the LFS batch hands the same session to the same user and bytes).
+    deadline = time.time() + 60
+    parts: list = []
+    while time.time() < deadline and len(parts) < 2:
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.2)
+        try:
+            (obj,) = lfs_batch(hub, alice, repo, [(oid, size)])["objects"]
+        except AssertionError:
+            continue  # the repo is not created yet
+        upload_id = obj["actions"]["upload"]["header"]["upload_id"]
+        parts = requests.get(f"{hub.url}/api/v1/uploads/{upload_id}", headers=auth(alice), timeout=10).json()["parts"]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert 2 <= len(parts) < 5
+
+    again = ok(run(env, "push", str(src), repo))
+    assert uploaded(again) <= size - len(parts) * 8 * MiB
+    pulled = ok(run(env, "pull", repo))
+    assert (Path(pulled.stdout.strip()) / "w.bin").read_bytes() == data
+
+
+# --- reading commands -------------------------------------------------------------------------------
+
+def test_it_lists_copies_and_shows_the_quota(hub, alice, unique, tmp_path):
+    src = tmp_path / "src"
+    files = make_tree(src, {"a.txt": b"alpha\n", "d/b.txt": b"beta\n", "d/e/c.bin": os.urandom(3000)})
+    repo = f"datasets/alice/ls-{unique}"
+    env = client_env(hub, alice, tmp_path)
+    commit = ok(run(env, "push", str(src), repo)).stdout.strip().rsplit("/", 1)[1]
+
+    top = ok(run(client_env(hub, None, tmp_path), "ls", repo)).stdout.splitlines()  # public: no token needed
+    assert [line.split() for line in top] == [["557", ".gitattributes"], ["6", "a.txt"], ["-", "d/"]]
+    deep = ok(run(env, "ls", f"alice/ls-{unique}@{commit[:10]}/d", "--type", "dataset", "-R")).stdout
+    assert [line.split()[-1] for line in deep.splitlines()] == ["d/b.txt", "d/e/", "d/e/c.bin"]
+    assert ok(run(env, "ls", f"{repo}/d/b.txt")).stdout.split() == ["5", "d/b.txt"]
+    failed(run(env, "ls", f"{repo}/nope"), "'nope' not found")
+
+    ok(run(env, "cp", f"hub://{repo}/d", str(tmp_path / "out"), "-r"))
+    assert read_tree(tmp_path / "out") == {"b.txt": files["d/b.txt"], "e/c.bin": files["d/e/c.bin"]}
+    (tmp_path / "one").mkdir()
+    ok(run(env, "cp", f"hub://{repo}@{commit}/d/e/c.bin", str(tmp_path / "one")))
+    assert (tmp_path / "one" / "c.bin").read_bytes() == files["d/e/c.bin"]
+    failed(run(env, "cp", f"hub://{repo}/d", str(tmp_path / "x")), "is a directory: use -r")
+    failed(run(env, "cp", str(src), f"hub://{repo}"), "use `hub push")
+
+    quota = ok(run(env, "quota")).stdout.splitlines()
+    assert quota[0].startswith("alice: ") and " used of " in quota[0] and " reserved " in quota[0]
+    assert re.fullmatch(r"\[[#.]{40}\]\s+\d+\.\d%", quota[1])
+
+
+def test_it_logs_in_and_out(hub, alice, tmp_path):
+    env = client_env(hub, None, tmp_path)
+    failed(run(env, "whoami"), "not logged in")
+    login = ok(run(env, "login", "--token", alice))
+    assert "logged in to" in login.stderr and "as alice" in login.stderr and login.stdout == ""
+    creds = tmp_path / "hub-config" / "credentials.json"
+    assert creds.stat().st_mode & 0o777 == 0o600
+    assert ok(run(env, "whoami")).stdout.splitlines()[0] == "alice"
+    ok(run(env, "logout"))
+    failed(run(env, "whoami"), "not logged in")
+    ok(run(env, "login", input=alice + "\n"))  # the token on stdin
+    assert ok(run(env, "whoami")).stdout.startswith("alice")
+    failed(run(env, "login", "--token", "nope"), "rejected your token")
+
+    # huggingface_hub's variables work when the hub's own are unset
+    hf_env = client_env(hub, None, tmp_path / "other", HF_ENDPOINT=hub.url, HF_TOKEN=alice)
+    del hf_env["HUB_ENDPOINT"]
+    assert ok(run(hf_env, "whoami")).stdout.startswith("alice")
+
+
+def test_every_command_has_help():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HUB_", "HF_"))}
+    top = ok(run(env, "--help")).stdout
+    commands = ["login", "logout", "whoami", "quota", "pull", "push", "ls", "cp"]
+    for name in commands:
+        assert name in top
+        assert ok(run(env, name, "--help")).stdout.startswith(f"usage: hub {name}")
+
+
+# --- errors -----------------------------------------------------------------------------------------
+
+def test_it_explains_what_went_wrong_in_one_line(hub, alice, bob, unique, tmp_path):
+    src = tmp_path / "src"
+    make_tree(src, {"a.txt": b"a\n"})
+    env = client_env(hub, alice, tmp_path)
+    ok(run(env, "push", str(src), f"alice/private-{unique}", "--private"))
+
+    failed(run(env, "pull", f"alice/missing-{unique}"), f"model alice/missing-{unique} not found")
+    failed(run(env, "pull", f"alice/private-{unique}", "--revision", "nope"), "revision 'nope' not found")
+    anonymous = client_env(hub, None, tmp_path)
+    failed(run(anonymous, "pull", f"alice/private-{unique}"), "not found", "no token was sent")
+    failed(run(client_env(hub, bob, tmp_path), "pull", f"alice/private-{unique}"), "not found")
+    failed(run(client_env(hub, "hub_wrong", tmp_path), "pull", f"alice/private-{unique}"), "rejected your token")
+    failed(run(client_env(hub, bob, tmp_path), "push", str(src), f"alice/private-{unique}"), "cannot write")
+    failed(run(env, "pull", "not-a-repo-id"), "not a repo id")
+    no_endpoint = client_env(hub, alice, tmp_path)
+    del no_endpoint["HUB_ENDPOINT"]
+    assert failed(run(no_endpoint, "whoami"), "no hub endpoint")
+    failed(run(env, "push", str(tmp_path / "nowhere"), f"alice/x-{unique}"), "is not a directory")
+
+
+def test_it_refuses_a_push_over_quota_with_the_figures(hub, unique, tmp_path):
+    name = f"dora{unique}"
+    token = hub.manage("hub_token", name, "--quota", "5MB").stdout.strip().splitlines()[-1]
+    src = tmp_path / "src"
+    make_tree(src, {"big.bin": os.urandom(11 * 10**6)})
+    env = client_env(hub, token, tmp_path)
+    line = failed(run(env, "push", str(src), f"{name}/m"), f"quota exceeded for {name}", "of 5 MB used")
+    assert "this upload needs 11 MB" in line
+    small = tmp_path / "small"
+    make_tree(small, {f"f{i}.bin": os.urandom(2 * 10**6) for i in range(3)})  # inline, 6 MB in all
+    failed(run(env, "push", str(small), f"{name}/m"), "quota exceeded")
+
+
+# --- the native endpoints ---------------------------------------------------------------------------
+
+def test_the_manifest_lists_files_with_sha256_and_working_urls(hub, alice, bob, unique, tmp_path):
+    from storage.client import HubClient
+    from storage.push import push
+
+    files = make_tree(tmp_path / "src", {f"d/f{i:02d}.txt": f"file {i}\n".encode() for i in range(5)}
+                      | {"big.bin": os.urandom(11 * 10**6), "top.json": b"{}"})
+    repo = f"alice/manifest-{unique}"
+    push(HubClient(hub.url, alice), tmp_path / "src", "model", repo, private=True, progress=False)
+    url = f"{hub.url}/api/v1/repos/model/{repo}/manifest"
+
+    pages, params = [], {"limit": 3}
+    while True:
+        resp = requests.get(url, params=params, headers=auth(alice), timeout=30)
+        assert resp.status_code == 200, resp.text
+        pages.append(resp.json())
+        if not pages[-1]["next"]:
+            break
+        params = {"limit": 3, "cursor": pages[-1]["next"], "revision": pages[-1]["commit"]}
+    assert [len(p["files"]) for p in pages] == [3, 3, 2, 0] or [len(p["files"]) for p in pages] == [3, 3, 2]
+    listed = {f["path"]: f for p in pages for f in p["files"]}
+    assert sorted(listed) == [".gitattributes", "big.bin", *[f"d/f{i:02d}.txt" for i in range(5)], "top.json"]
+    for path, data in files.items():
+        item = listed[path]
+        assert (item["size"], item["sha256"], item["lfs"]) == (len(data), hashlib.sha256(data).hexdigest(),
+                                                               len(data) >= 10**7)
+        # a ready URL: presigned on S3 (no token needed), the hub's resolve URL otherwise
+        headers = {} if "X-Amz-Signature" in item["url"] else auth(alice)
+        assert requests.get(item["url"], headers=headers, timeout=30).content == data
+    if hub.name == "pg_rgw":
+        assert all("X-Amz-Signature" in f["url"] for f in listed.values())
+
+    one = requests.get(url, params={"include": ["d/*"], "exclude": ["*3.txt"], "path": "d"},
+                       headers=auth(alice), timeout=30).json()
+    assert [f["path"] for f in one["files"]] == ["d/f00.txt", "d/f01.txt", "d/f02.txt", "d/f04.txt"]
+    single = requests.get(url, params={"path": "top.json"}, headers=auth(alice), timeout=30).json()
+    assert [f["path"] for f in single["files"]] == ["top.json"]
+
+    for who in (bob, None):
+        resp = requests.get(url, headers=auth(who) if who else {}, timeout=30)
+        assert resp.status_code == 404 and resp.headers["X-Error-Code"] == "RepoNotFound"
+        assert resp.json() == {"error": f"model {repo} not found (or you do not have access to it)",
+                               "code": "RepoNotFound"}
+    resp = requests.get(url, params={"revision": "nope"}, headers=auth(alice), timeout=30)
+    assert (resp.status_code, resp.headers["X-Error-Code"]) == (404, "RevisionNotFound")
+    resp = requests.get(url, params={"path": "nope"}, headers=auth(alice), timeout=30)
+    assert (resp.status_code, resp.headers["X-Error-Code"]) == (404, "EntryNotFound")
+    schema = requests.get(f"{hub.url}/api/schema", headers={"Accept": "application/json"}, timeout=30).text
+    assert "/api/v1/repos/{repo_type}/{ns}/{name}/manifest" in schema and "/api/v1/uploads/{upload_id}" in schema
+
+
+def test_an_upload_session_is_visible_to_its_owner_only(hub, alice, bob, unique):
+    repo = f"alice/sessions-{unique}"
+    hub.api(alice).create_repo(repo)
+    data = os.urandom(17 * MiB)
+    oid = hashlib.sha256(data).hexdigest()
+    (obj,) = lfs_batch(hub, alice, repo, [(oid, len(data))])["objects"]
+    header = obj["actions"]["upload"]["header"]
+    upload_id = header["upload_id"]
+    url = f"{hub.url}/api/v1/uploads/{upload_id}"
+    requests.put(header["1"], data=data[: 8 * MiB], timeout=60).raise_for_status()
+
+    mine = requests.get(url, headers=auth(alice), timeout=30).json()
+    assert (mine["sha256"], mine["size"], mine["part_count"], mine["state"]) == (oid, len(data), 3, "open")
+    assert [(p["part_number"], p["size"]) for p in mine["parts"]] == [(1, 8 * MiB)]
+    assert sorted(mine["part_urls"]) == ["2", "3"] and mine["complete_url"]
+    # the same session comes back for the same user and bytes
+    (again,) = lfs_batch(hub, alice, repo, [(oid, len(data))])["objects"]
+    assert again["actions"]["upload"]["header"]["upload_id"] == upload_id
+
+    resp = requests.get(url, headers=auth(bob), timeout=30)
+    assert (resp.status_code, resp.headers["X-Error-Code"]) == (404, "NotFound")
+    resp = requests.get(url, timeout=30)
+    assert (resp.status_code, resp.headers["X-Error-Code"]) == (401, "Unauthorized")
+    resp = requests.get(f"{hub.url}/api/v1/uploads/00000000-0000-0000-0000-000000000000", headers=auth(alice),
+                        timeout=30)
+    assert resp.status_code == 404
+
+
+def test_the_client_imports_no_django():
+    code = ("import sys, fsspec\n"
+            "import storage.cli, storage.hubfs, storage.pull, storage.push, storage.transfer, storage.client\n"
+            "assert fsspec.get_filesystem_class('hub') is storage.hubfs.HubFileSystem\n"
+            "storage.cli.build_parser()\n"
+            "print(','.join(sorted(m for m in sys.modules if m == 'django' or m.startswith(('django.', 'hub.')))))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
