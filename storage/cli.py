@@ -185,8 +185,9 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     hp = _repo(args.path, args.type)
-    _no_volumes(hp)
     client = _client(args)
+    if hp.kind == "volume":
+        return _ls_volume(client, hp.path, args)
     rev = hp.revision or "main"
     if not hp.revision:
         rev = client.resolve_commit(hp.repo_type, hp.repo_id)
@@ -207,25 +208,103 @@ def cmd_ls(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_entry(e: dict, human_sizes: bool) -> None:
+    if e["type"] == "directory":
+        print(f"{'-':>12}  {e['path']}/")
+    else:
+        size = human(e["size"]) if human_sizes else str(e["size"])
+        print(f"{size:>12}  {e['path']}")
+
+
+def _ls_volume(client: HubClient, path: str, args: argparse.Namespace) -> int:
+    from storage import volume
+
+    entry = volume.stat(client, path)
+    if entry["type"] == "file":
+        _print_entry(entry, args.human)
+        return 0
+    for e in (volume.walk if args.recursive else volume.ls)(client, path):
+        _print_entry(e, args.human)
+    return 0
+
+
+def _volume_path(spec: str) -> str:
+    hp = parse_hub_path(spec)
+    if hp.kind != "volume":
+        raise UsageError(f"{spec!r} is not a volume path (volume/PATH)", code="BadPath")
+    return hp.path
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    from storage import volume
+
+    client = _client(args)
+    for spec in args.paths:
+        path = _volume_path(spec)
+        if not path:
+            raise UsageError("refusing to remove the root of the volume", code="BadPath")
+        if not args.recursive and volume.stat(client, path)["type"] == "directory":
+            raise UsageError(f"volume/{path} is a directory: use -r to remove it", code="IsADirectory")
+        volume.delete(client, path, recursive=args.recursive)
+        say(f"removed volume/{path}")
+    return 0
+
+
+def cmd_mv(args: argparse.Namespace) -> int:
+    from storage import volume
+
+    client = _client(args)
+    src, dst = _volume_path(args.src), _volume_path(args.dst)
+    if args.dst.endswith("/") or _volume_isdir(client, dst):
+        dst = f"{dst}/{src.rsplit('/', 1)[-1]}" if dst else src.rsplit("/", 1)[-1]
+    volume.move(client, src, dst, overwrite=args.force)
+    say(f"moved volume/{src} to volume/{dst}")
+    return 0
+
+
+def cmd_mkdir(args: argparse.Namespace) -> int:
+    from storage import volume
+
+    client = _client(args)
+    for spec in args.paths:
+        path = _volume_path(spec)
+        volume.mkdir(client, path, parents=args.parents)
+    return 0
+
+
+def _volume_isdir(client: HubClient, path: str) -> bool:
+    from storage import volume
+
+    try:
+        return volume.stat(client, path)["type"] == "directory"
+    except NotFoundError:
+        return False
+
+
 def _is_remote(spec: str) -> bool:
     if spec.startswith("hub://"):
         return True
-    return spec.startswith(("datasets/", "models/", "volume/")) and not os.path.exists(spec)
+    return (spec == "volume" or spec.startswith(("datasets/", "models/", "volume/"))) and not os.path.exists(spec)
 
 
 def cmd_cp(args: argparse.Namespace) -> int:
     from storage.pull import download_files
 
-    if not _is_remote(args.src):
-        if _is_remote(args.dst):
+    src_remote, dst_remote = _is_remote(args.src), _is_remote(args.dst)
+    if not src_remote:
+        if dst_remote and parse_hub_path(args.dst).kind == "volume":
+            return _cp_to_volume(args)
+        if dst_remote:
             raise UsageError("copying into a repo is not supported: use `hub push DIR REPO`", code="NotSupported")
-        raise UsageError("one of SRC and DST must be a hub path (hub://datasets/..., hub://models/...)",
-                         code="BadPath")
-    if args.dst.startswith("hub://"):
-        raise UsageError("copying between hub paths is not supported yet", code="NotSupported")
+        raise UsageError("one of SRC and DST must be a hub path (hub://datasets/..., hub://models/..., "
+                         "hub://volume/...)", code="BadPath")
+    if dst_remote:
+        raise UsageError("copying between hub paths is not supported yet: copy to a local path, then back "
+                         "(`hub mv` renames within the volume)", code="NotSupported")
     hp = parse_hub_path(args.src, args.type)
-    _no_volumes(hp)
     client = _client(args)
+    if hp.kind == "volume":
+        return _cp_from_volume(client, hp.path, args)
     pages = client.manifest(hp.repo_type, hp.repo_id, hp.revision, path=hp.path, limit=5000)
     first = next(pages)
     commit = first["commit"]
@@ -249,6 +328,61 @@ def cmd_cp(args: argparse.Namespace) -> int:
     stats = download_files(client, hp.repo_type, hp.repo_id, commit, items, targets, workers=args.workers,
                            limit_rate=_rate(args), progress=_progress(args))
     say(f"copied {len(items)} files ({human(sum(i['size'] for i in items))}) from {hp.prefix} at {commit[:12]}; "
+        f"fetched {stats.bytes_down} bytes")
+    return 0
+
+
+def _cp_to_volume(args: argparse.Namespace) -> int:
+    from storage import volume
+    from storage.progress import Progress
+    from storage.transfer import Stats
+
+    src = Path(args.src)
+    dst = _volume_path(args.dst)
+    client = _client(args)
+    if src.is_dir():
+        if not args.recursive:
+            raise UsageError(f"{src} is a directory: use -r to copy it", code="IsADirectory")
+        pairs = [(p, f"{dst}/{p.relative_to(src).as_posix()}".lstrip("/")) for p in sorted(src.rglob("*"))
+                 if p.is_file()]
+    elif src.is_file():
+        if not dst or args.dst.endswith("/") or _volume_isdir(client, dst):
+            dst = f"{dst}/{src.name}".lstrip("/")
+        pairs = [(src, dst)]
+    else:
+        raise UsageError(f"{src}: no such file or directory", code="NotFound")
+    stats = Stats()
+    with Progress(f"cp to volume/{dst}", show=_progress(args)) as progress:
+        for local, path in pairs:
+            volume.upload(client, local, path, workers=args.workers, limit_rate=_rate(args), progress=progress,
+                          stats=stats)
+    say(f"copied {len(pairs)} files ({human(sum(p.stat().st_size for p, _ in pairs))}) to volume/{dst}; "
+        f"uploaded {stats.bytes_up} bytes")
+    return 0
+
+
+def _cp_from_volume(client: HubClient, path: str, args: argparse.Namespace) -> int:
+    from storage import volume
+    from storage.pull import _safe_relpath
+
+    entry = volume.stat(client, path)
+    dst = Path(args.dst)
+    if entry["type"] == "file":
+        entries = [entry]
+        target = dst / Path(path).name if (dst.is_dir() or args.dst.endswith("/")) else dst
+        targets = {path: target}
+    else:
+        if not args.recursive:
+            raise UsageError(f"volume/{path} is a directory: use -r to copy it", code="IsADirectory")
+        if dst.exists() and not dst.is_dir():
+            raise UsageError(f"{dst} exists and is not a directory", code="NotADirectory")
+        entries = [e for e in volume.walk(client, path) if e["type"] == "file"]
+        base = f"{path}/" if path else ""
+        targets = {e["path"]: dst / _safe_relpath(e["path"][len(base):]) for e in entries}
+        dst.mkdir(parents=True, exist_ok=True)
+    stats = volume.download(client, entries, targets, workers=args.workers, limit_rate=_rate(args),
+                            progress=_progress(args))
+    say(f"copied {len(entries)} files ({human(sum(e['size'] for e in entries))}) from volume/{path}; "
         f"fetched {stats.bytes_down} bytes")
     return 0
 
@@ -321,23 +455,44 @@ def build_parser() -> argparse.ArgumentParser:
     _transfer_options(p)
     p.set_defaults(func=cmd_push)
 
-    p = sub.add_parser("ls", help="list files of a repo", epilog=EPILOG, description=(
-        "Lists REPO[@REV][/PATH]: one line per entry, size in bytes (or - for directories) and path."))
-    p.add_argument("path", metavar="REPO[@REV][/PATH]")
+    p = sub.add_parser("ls", help="list files of a repo or of your volume", epilog=EPILOG, description=(
+        "Lists REPO[@REV][/PATH] or volume[/PATH]: one line per entry, size in bytes (or - for directories) "
+        "and path."))
+    p.add_argument("path", metavar="REPO[@REV][/PATH] | volume[/PATH]")
     _type_option(p)
     p.add_argument("-R", "--recursive", action="store_true", help="list everything below")
     p.add_argument("--human", action="store_true", help="sizes in KiB/MiB/GiB")
     p.set_defaults(func=cmd_ls)
 
-    p = sub.add_parser("cp", help="copy files from a repo", epilog=EPILOG, description=(
-        "Copies a file or (with -r) a directory from a repo to a local path, verified by sha256. "
-        "SRC is hub://datasets/NS/NAME[@REV]/PATH or hub://models/..."))
+    p = sub.add_parser("cp", help="copy files from a repo, to and from your volume", epilog=EPILOG, description=(
+        "Copies a file or (with -r) a directory from a repo or your volume to a local path, verified by "
+        "sha256, or from a local path to your volume (large files in resumable parallel parts). "
+        "Hub paths: hub://datasets/NS/NAME[@REV]/PATH, hub://models/..., hub://volume/PATH (hub:// optional)."))
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
     _type_option(p)
     p.add_argument("-r", "--recursive", action="store_true", help="copy directories")
     _transfer_options(p)
     p.set_defaults(func=cmd_cp)
+
+    p = sub.add_parser("rm", help="remove files of your volume", epilog=EPILOG,
+                       description="Removes volume/PATH (a directory only with -r).")
+    p.add_argument("paths", metavar="volume/PATH", nargs="+")
+    p.add_argument("-r", "--recursive", action="store_true", help="remove directories and their contents")
+    p.set_defaults(func=cmd_rm)
+
+    p = sub.add_parser("mv", help="rename or move within your volume", epilog=EPILOG, description=(
+        "Renames volume/SRC to volume/DST (metadata only, whatever the size); into DST if it is a directory."))
+    p.add_argument("src", metavar="volume/SRC")
+    p.add_argument("dst", metavar="volume/DST")
+    p.add_argument("-f", "--force", action="store_true", help="replace an existing file at DST")
+    p.set_defaults(func=cmd_mv)
+
+    p = sub.add_parser("mkdir", help="create a directory in your volume", epilog=EPILOG,
+                       description="Creates volume/PATH.")
+    p.add_argument("paths", metavar="volume/PATH", nargs="+")
+    p.add_argument("-p", "--parents", action="store_true", help="create parents; fine if it exists")
+    p.set_defaults(func=cmd_mkdir)
     return parser
 
 

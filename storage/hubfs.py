@@ -1,8 +1,9 @@
 """The `hub://` fsspec filesystem (registered through the `fsspec.specs` entry point).
 
-    hub://datasets/NS/NAME[@REV]/PATH    hub://models/NS/NAME[@REV]/PATH    (later: hub://volume/PATH)
+    hub://datasets/NS/NAME[@REV]/PATH    hub://models/NS/NAME[@REV]/PATH    hub://volume/PATH
 
-Read-only for repos. A thin adapter over storage.client: it never needs store credentials; bytes
+Read-only for repos; read-write for the caller's volume (a file opened "wb" is buffered in a local
+temporary file and written on close, atomically: readers see the old bytes or the new, never a part). A thin adapter over storage.client: it never needs store credentials; bytes
 come through the URLs the hub hands out (presigned store URLs on S3, the hub's own /resolve/ URLs
 otherwise). Each revision is resolved to a commit once per filesystem object and pinned there, so
 a branch that moves under a reader does not change what it reads (`invalidate_cache()` unpins).
@@ -16,6 +17,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -24,14 +26,17 @@ from pathlib import Path
 from fsspec.callbacks import DEFAULT_CALLBACK
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem, _Cached
 
+from storage import volume
 from storage.client import (
     REPO_TYPES,
     AuthError,
+    ConflictError,
     HubClient,
     HubClientError,
     HubPath,
     NotFoundError,
     PermissionDeniedError,
+    QuotaExceededError,
     UsageError,
     parse_hub_path,
     resolve_settings,
@@ -59,7 +64,19 @@ class ResolvedPath:
         return f"{self.root}/{path}" if path else self.root
 
 
+_BY_CODE: dict[str, tuple[type[OSError], int]] = {
+    "FileExists": (FileExistsError, errno.EEXIST), "NotADirectory": (NotADirectoryError, errno.ENOTDIR),
+    "IsADirectory": (IsADirectoryError, errno.EISDIR), "DirectoryNotEmpty": (OSError, errno.ENOTEMPTY)}
+
+
 def _os_error(err: HubClientError, path: str) -> OSError:
+    if err.code in _BY_CODE:
+        cls, number = _BY_CODE[err.code]
+        return cls(number, err.message, path)
+    if isinstance(err, QuotaExceededError):
+        return OSError(errno.EDQUOT, err.message, path)
+    if isinstance(err, ConflictError):
+        return FileExistsError(errno.EEXIST, err.message, path)
     if isinstance(err, NotFoundError):
         return FileNotFoundError(errno.ENOENT, err.message, path)
     if isinstance(err, AuthError | PermissionDeniedError):
@@ -114,8 +131,16 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
         except UsageError as err:
             raise ValueError(err.message) from None
         if hp.kind == "volume":
-            raise NotImplementedError("hub://volume/ paths are not supported by this version of the hub client yet")
+            raise ValueError(f"{path!r} is a volume path, not a repo path")
         return hp
+
+    @staticmethod
+    def _volume(path: str) -> str | None:
+        """The path inside the volume ('' for its root) if `path` is hub://volume[/...], else None."""
+        path = HubFileSystem._strip_protocol(path)
+        if path == "volume" or path.startswith("volume/"):
+            return path[len("volume"):].strip("/")
+        return None
 
     def resolve_path(self, path: str) -> ResolvedPath:
         """The path with its revision pinned: the first call for a (repo, revision) asks the hub
@@ -177,6 +202,15 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
         path = self._strip_protocol(path)
         if not refresh and path in self.dircache:
             out = self.dircache[path]
+        elif self._volume(path) is not None:
+            info = self.info(path)
+            if info["type"] == "file":
+                return [info] if detail else [info["name"]]
+            try:
+                out = [_volume_info(e) for e in volume.ls(self.client, self._volume(path))]
+            except HubClientError as err:
+                raise _os_error(err, path) from err
+            self.dircache[path] = out
         else:
             above = self._root_listing(path)
             if above is not None:
@@ -198,6 +232,15 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
 
     def info(self, path: str, **kwargs) -> dict:
         path = self._strip_protocol(path)
+        vpath = self._volume(path)
+        if vpath is not None:
+            for e in self.dircache.get(self._parent(path), ()):
+                if e["name"] == path:
+                    return e
+            try:
+                return _volume_info(volume.stat(self.client, vpath))
+            except HubClientError as err:
+                raise _os_error(err, path) from err
         if self._root_listing_level(path):
             return {"name": path, "size": 0, "type": "directory"}
         r = self.resolve_path(path)
@@ -228,7 +271,7 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
         """Everything below `path` from the hub's manifest: one paged listing with sha256, whatever
         the depth (millions of files cost pages, not one request per directory)."""
         path = self._strip_protocol(path)
-        if maxdepth is not None or self._root_listing_level(path):
+        if maxdepth is not None or self._root_listing_level(path) or self._volume(path) is not None:
             return super().find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
         r = self.resolve_path(path)
         try:
@@ -285,6 +328,8 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
         return r, items[0]
 
     def ukey(self, path: str) -> str:
+        if self._volume(path) is not None:
+            return f"volume:{self.info(path).get('etag')}"
         r, item = self._item(path)
         return f"{r.commit}:{item['sha256']}"
 
@@ -295,6 +340,12 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
 
     def _read_range(self, path: str, start: int, end: int) -> bytes:
         """Bytes [start, end) of the file, in one ranged GET straight from where the bytes are."""
+        vpath = self._volume(path)
+        if vpath is not None:
+            try:
+                return volume.read_range(self.client, vpath, start, end)
+            except HubClientError as err:
+                raise _os_error(err, path) from err
         r, item = self._item(path)
         end = min(end, item["size"])
         if start >= end:
@@ -317,7 +368,13 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
         return data
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs) -> bytes:
-        r, item = self._item(path)
+        if self._volume(path) is not None:
+            info = self.info(path)
+            if info["type"] != "file":
+                raise IsADirectoryError(errno.EISDIR, "a directory", path)
+            item = {"size": info["size"], "sha256": info["etag"]}
+        else:
+            r, item = self._item(path)
         size = item["size"]
         start = 0 if start is None else (max(0, size + start) if start < 0 else start)
         end = size if end is None else (max(0, size + end) if end < 0 else min(end, size))
@@ -328,6 +385,17 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
 
     def _open(self, path: str, mode: str = "rb", block_size=None, autocommit: bool = True, cache_options=None,
               cache_type=None, **kwargs):
+        if self._volume(path) is not None:
+            if mode == "wb":
+                return VolumeWriteFile(self, path, mode="wb", block_size=block_size or self.default_block_size)
+            if mode != "rb":
+                raise NotImplementedError(f"mode {mode!r}: hub://volume files open 'rb' or 'wb'")
+            info = self.info(path)
+            if info["type"] != "file":
+                raise IsADirectoryError(errno.EISDIR, "a directory", path)
+            return HubFile(self, path, mode=mode, block_size=block_size or self.default_block_size,
+                           cache_type=cache_type or self.default_cache_type, cache_options=cache_options,
+                           size=info["size"], **kwargs)
         if mode != "rb":
             raise NotImplementedError("hub:// repos are read-only: publish with `hub push DIR REPO`")
         r, item = self._item(path)
@@ -368,7 +436,13 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
         from storage.pull import download_files
 
         groups: dict[tuple[str, str, str], tuple[list[dict], dict[str, Path]]] = {}
+        entries, vtargets = [], {}
         for rp, lp in pairs:
+            if self._volume(rp) is not None:
+                info = self.info(rp)
+                entries.append({"path": self._volume(rp), "size": info["size"], "etag": info["etag"]})
+                vtargets[entries[-1]["path"]] = Path(lp)
+                continue
             r, item = self._item(rp)
             items, targets = groups.setdefault((r.repo_type, r.repo_id, r.commit), ([], {}))
             if item["path"] not in targets:
@@ -379,15 +453,128 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
                 download_files(self.client, repo_type, repo_id, commit, items, targets, workers=self.workers)
             except HubClientError as err:
                 raise _os_error(err, f"{repo_type}s/{repo_id}") from err
+        if entries:
+            for t in vtargets.values():
+                t.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                volume.download(self.client, entries, vtargets, workers=self.workers)
+            except HubClientError as err:
+                raise _os_error(err, "volume") from err
 
-    # --- writing: not for repos --------------------------------------------------------------------
+    # --- writing: the volume only ---------------------------------------------------------------------
 
-    def _read_only(self, *args, **kwargs):
-        raise NotImplementedError("hub:// repos are read-only: publish with `hub push DIR REPO`")
+    def _writable(self, path: str) -> str:
+        vpath = self._volume(path)
+        if vpath is None:
+            raise NotImplementedError("hub:// repos are read-only: publish with `hub push DIR REPO`")
+        return vpath
 
-    rm_file = rm = mkdir = makedirs = rmdir = put_file = mv = cp_file = touch = _read_only
+    def _invalidate_volume(self, path: str) -> None:
+        """Forgets the listings of `path`, of everything below it and of its parents."""
+        path = self._strip_protocol(path)
+        for key in [k for k in self.dircache if k.startswith(f"{path}/")]:
+            self.dircache.pop(key, None)
+        self.invalidate_cache(path)
+
+    def _call(self, path: str, fn, *args, **kwargs):
+        try:
+            return fn(self.client, *args, **kwargs)
+        except HubClientError as err:
+            raise _os_error(err, path) from err
+        finally:
+            self._invalidate_volume(path)
+
+    def put_file(self, lpath, rpath, callback=DEFAULT_CALLBACK, mode="overwrite", **kwargs) -> None:
+        vpath = self._writable(rpath)
+        if os.path.isdir(lpath):
+            self.makedirs(rpath, exist_ok=True)
+            return
+        self._call(rpath, volume.upload, lpath, vpath, workers=self.workers)
+
+    def pipe_file(self, path, value, mode="overwrite", **kwargs) -> None:
+        with self.open(path, "wb") as fh:
+            fh.write(value)
+
+    def mkdir(self, path, create_parents: bool = True, **kwargs) -> None:
+        self._call(path, volume.mkdir, self._writable(path), parents=create_parents)
+
+    def makedirs(self, path, exist_ok: bool = False) -> None:
+        vpath = self._writable(path)
+        if not exist_ok and self.exists(path):
+            raise FileExistsError(errno.EEXIST, "exists", path)
+        if vpath:
+            self._call(path, volume.mkdir, vpath, parents=True)
+
+    def rm_file(self, path) -> None:
+        self._call(path, volume.delete, self._writable(path))
+
+    def rmdir(self, path) -> None:
+        self._call(path, volume.delete, self._writable(path))
+
+    def rm(self, path, recursive: bool = False, maxdepth=None) -> None:
+        for p in path if isinstance(path, list) else [path]:
+            vpath = self._writable(p)
+            if not vpath:
+                raise PermissionError(errno.EPERM, "refusing to remove the root of the volume", p)
+            self._call(p, volume.delete, vpath, recursive=recursive)
+
+    def mv(self, path1, path2, recursive: bool = False, maxdepth=None, **kwargs) -> None:
+        """A rename inside the volume: metadata only, whatever the size; replaces a file at path2."""
+        src, dst = self._writable(path1), self._writable(path2)
+        self._call(path1, volume.move, src, dst, overwrite=True)
+        self._invalidate_volume(path2)
+
+    def cp_file(self, path1, path2, **kwargs) -> None:
+        self._writable(path2)
+        with tempfile.TemporaryDirectory(prefix="hub-cp-") as tmp:
+            local = os.path.join(tmp, "f")
+            self.get_file(path1, local)
+            self.put_file(local, path2)
+
+    def touch(self, path, truncate: bool = True, **kwargs) -> None:
+        self._writable(path)
+        if truncate or not self.exists(path):
+            self.pipe_file(path, b"")
+
+
+def _volume_info(e: dict) -> dict:
+    name = f"volume/{e['path']}" if e["path"] else "volume"
+    return {"name": name, "size": e["size"] if e["type"] == "file" else 0, "type": e["type"], "etag": e["etag"],
+            "sha256": e["etag"], "mtime": e["mtime"]}
 
 
 class HubFile(AbstractBufferedFile):
     def _fetch_range(self, start: int, end: int) -> bytes:
         return self.fs._read_range(self.path, start, end)
+
+
+class VolumeWriteFile(AbstractBufferedFile):
+    """A volume file opened "wb": bytes go to a local temporary file, written to the volume on
+    close() in one atomic upload. Leaving a `with` block by an exception writes nothing."""
+
+    def _initiate_upload(self) -> None:
+        self._tmp = tempfile.NamedTemporaryFile(prefix="hub-volume-", suffix=".part", delete=False)
+
+    def _upload_chunk(self, final: bool = False) -> bool:
+        self._tmp.write(self.buffer.getvalue())
+        if final:
+            self._tmp.close()
+            try:
+                self.fs.put_file(self._tmp.name, self.path)
+            finally:
+                os.unlink(self._tmp.name)
+        return True
+
+    def discard(self) -> None:
+        tmp = getattr(self, "_tmp", None)
+        if tmp is not None:
+            tmp.close()
+            if os.path.exists(tmp.name):
+                os.unlink(tmp.name)
+
+    def __exit__(self, exc_type, *args) -> None:
+        if exc_type is not None and not self.closed:
+            self.discard()
+            self.closed = True
+            return
+        self.close()

@@ -398,6 +398,14 @@ def download_files(client: HubClient, repo_type: str, repo_id: str, commit: str,
                    progress: bool = False) -> Stats:
     """Fetches manifest `items` (of `commit`) to `targets` ({repo path: local path}) in parallel,
     each verified and resumable. Parent directories are created."""
+    rfs = [RemoteFile.from_manifest(client, repo_type, repo_id, commit, item) for item in items]
+    return download_remote_files(client, rfs, targets, workers=workers, limit_rate=limit_rate, progress=progress)
+
+
+def download_remote_files(client: HubClient, files: list[RemoteFile], targets: dict[str, Path], *,
+                          workers: int = 8, limit_rate: float | None = None, progress: bool = False) -> Stats:
+    """Fetches `files` to `targets` ({RemoteFile.path: local path}) in parallel, each verified by its
+    sha256 and resumable. Parent directories are created."""
     layout = PlainLayout(targets)
     for t in targets.values():
         t.parent.mkdir(parents=True, exist_ok=True)
@@ -405,10 +413,10 @@ def download_files(client: HubClient, repo_type: str, repo_id: str, commit: str,
     sched = Downloads(ctx, workers)
     inflight: dict[str, tuple[Job, RemoteFile]] = {}
     try:
-        for item in items:
+        for rf in files:
             if sched.failed:
                 break
-            _plan(ctx, sched, layout, RemoteFile.from_manifest(client, repo_type, repo_id, commit, item), inflight)
+            _plan(ctx, sched, layout, rf, inflight)
         sched.close()
     except BaseException:
         sched.abort()  # a failure while planning, or Ctrl-C: stop the workers at their next chunk

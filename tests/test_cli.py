@@ -451,7 +451,7 @@ def test_an_upload_session_is_visible_to_its_owner_only(hub, alice, bob, unique)
 
 def test_the_client_imports_no_django():
     code = ("import sys, fsspec\n"
-            "import storage.cli, storage.hubfs, storage.pull, storage.push, storage.transfer, storage.client\n"
+            "import storage.cli, storage.hubfs, storage.pull, storage.push, storage.transfer, storage.client, storage.volume\n"
             "assert fsspec.get_filesystem_class('hub') is storage.hubfs.HubFileSystem\n"
             "storage.cli.build_parser()\n"
             "print(','.join(sorted(m for m in sys.modules if m == 'django' or m.startswith(('django.', 'hub.')))))\n")

@@ -155,8 +155,8 @@ def test_it_maps_failures_to_python_errors(dataset, hub_env, unique):
         fs.cat(f"datasets/{repo_id}@no-such-branch/README.md")
     with pytest.raises(NotImplementedError, match="read-only"):
         fs.open(f"datasets/{repo_id}/new.txt", "wb")
-    with pytest.raises(NotImplementedError, match="volume"):
-        fs.ls("volume/x")
+    with pytest.raises(FileNotFoundError):
+        fs.ls(f"volume/missing-{unique}")
     anonymous = fsspec.filesystem("hub", endpoint=hub_env.url, token=False)
     with pytest.raises(FileNotFoundError):  # private: indistinguishable from missing
         anonymous.cat(f"datasets/{repo_id}/README.md")
