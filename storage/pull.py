@@ -18,7 +18,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -241,30 +241,40 @@ def pull(client: HubClient, repo_type: str, repo_id: str, *, revision: str | Non
         layout = CacheLayout(Path(cache_dir) if cache_dir else hf_cache_dir(), repo_type, repo_id, commit)
     label = f"{'datasets/' if repo_type == DATASET else ''}{repo_id}"
     ctx = Context(client, limiter=RateLimiter(limit_rate), progress=Progress(f"pull {label}", show=progress))
-    sched = Downloads(ctx, workers)
-    inflight: dict[str, tuple[Job, RemoteFile]] = {}
-    files = total = 0
-    try:
+    counted = [0, 0]  # files, bytes
+
+    def remote_files() -> Iterator[RemoteFile]:
         for page in _chain(first, pages):
             for item in page["files"]:
                 rf = RemoteFile.from_manifest(client, repo_type, repo_id, commit, item)
-                files += 1
-                total += rf.size
-                if sched.failed:
-                    break
-                _plan(ctx, sched, layout, rf, inflight)
-            if sched.failed:
-                break
-        sched.close()
-    except BaseException:
-        sched.abort()  # a failure while planning, or Ctrl-C: stop the workers at their next chunk
-        raise
-    finally:
-        ctx.progress.close()
+                counted[0] += 1
+                counted[1] += rf.size
+                yield rf
+
+    _download_all(ctx, workers, layout, remote_files())
+    files, total = counted
     if files == 0:
         print(f"warning: no files of {label} at {commit[:12]} match the filters", file=sys.stderr)
     path = layout.finish(resolved_rev)
     return PullResult(path, commit, resolved_rev, files, total, ctx.stats)
+
+
+def _download_all(ctx: Context, workers: int, layout, files: Iterable[RemoteFile]) -> None:
+    """Plans every file onto a pool of download workers and waits for them all. A failure while
+    planning, or Ctrl-C, stops the workers at their next chunk."""
+    sched = Downloads(ctx, workers)
+    inflight: dict[str, tuple[Job, RemoteFile]] = {}
+    try:
+        for rf in files:
+            if sched.failed:
+                break
+            _plan(ctx, sched, layout, rf, inflight)
+        sched.close()
+    except BaseException:
+        sched.abort()
+        raise
+    finally:
+        ctx.progress.close()
 
 
 def _chain(first: dict, rest):
@@ -410,17 +420,5 @@ def download_remote_files(client: HubClient, files: list[RemoteFile], targets: d
     for t in targets.values():
         t.parent.mkdir(parents=True, exist_ok=True)
     ctx = Context(client, limiter=RateLimiter(limit_rate), progress=Progress("download", show=progress))
-    sched = Downloads(ctx, workers)
-    inflight: dict[str, tuple[Job, RemoteFile]] = {}
-    try:
-        for rf in files:
-            if sched.failed:
-                break
-            _plan(ctx, sched, layout, rf, inflight)
-        sched.close()
-    except BaseException:
-        sched.abort()  # a failure while planning, or Ctrl-C: stop the workers at their next chunk
-        raise
-    finally:
-        ctx.progress.close()
+    _download_all(ctx, workers, layout, files)
     return ctx.stats

@@ -18,6 +18,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from hub.accounts.services import user_orgs
+from hub.cursors import decode_cursor, encode_cursor
 from hub.errors import (
     BadRequest,
     EntryNotFound,
@@ -88,17 +89,6 @@ def _paginate(request: HttpRequest, response: HttpResponse, params: dict) -> Non
     for k, v in params.items():
         query[k] = v
     response["Link"] = f'<{base_url(request)}{request.path}?{query.urlencode()}>; rel="next"'
-
-
-def _encode_cursor(path: str) -> str:
-    return base64.urlsafe_b64encode(path.encode()).decode()
-
-
-def _decode_cursor(cursor: str) -> str:
-    try:
-        return base64.urlsafe_b64decode(cursor.encode()).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        raise BadRequest("invalid cursor") from None
 
 
 # --- account ----------------------------------------------------------------------------------------
@@ -314,8 +304,7 @@ def tree(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: 
     expand = flag(request, "expand")
     limit = min(_int(request.GET.get("limit"), PAGE_EXPANDED if expand else PAGE),
                 PAGE_EXPANDED if expand else PAGE) or 1
-    cursor = request.GET.get("cursor")
-    after = _decode_cursor(cursor) if cursor else None
+    after = decode_cursor(request.GET.get("cursor"))
     base = f"{path}/" if path else ""
     if flag(request, "recursive"):
         items = trees.walk(store, entry.ref, base, after.split("/") if after else None)
@@ -331,7 +320,7 @@ def tree(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: 
             item["lastCommit"] = last[item["path"]]
     resp = JsonResponse(out, safe=False)
     if more:
-        _paginate(request, resp, {"cursor": _encode_cursor(page[-1][0][len(base):])})
+        _paginate(request, resp, {"cursor": encode_cursor(page[-1][0][len(base):])})
     return resp
 
 

@@ -10,8 +10,6 @@
 Errors are HubErrors: JSON {"error", "code"} plus X-Error-Code, as everywhere on the hub."""
 from __future__ import annotations
 
-import base64
-import binascii
 from urllib.parse import quote
 
 from django.conf import settings
@@ -24,6 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hub.cursors import decode_cursor, encode_cursor
 from hub.errors import BadRequest, NotFound, Unauthorized
 from hub.repos import blobs, manifest, services
 from hub.repos.models import Repo, UploadSession
@@ -63,19 +62,7 @@ UploadSchema = inline_serializer("UploadSession", {
     "complete_url": serializers.URLField(allow_null=True, help_text="POST {oid, parts} here when all parts are in"),
 })
 TYPES = {"model": Repo.MODEL, "dataset": Repo.DATASET}
-
-
-def _cursor(after: str | None) -> str | None:
-    return base64.urlsafe_b64encode(after.encode()).decode() if after is not None else None
-
-
-def _after(cursor: str | None) -> str | None:
-    if not cursor:
-        return None
-    try:
-        return base64.urlsafe_b64decode(cursor.encode()).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        raise BadRequest("invalid cursor: pass the `next` value of the previous page") from None
+CURSOR_HINT = "pass the `next` value of the previous page"
 
 
 class ManifestView(APIView):
@@ -108,7 +95,7 @@ class ManifestView(APIView):
         except ValueError:
             raise BadRequest("limit must be an integer") from None
         page = manifest.list_files(repo, commit, path, include=params.getlist("include"),
-                                   exclude=params.getlist("exclude"), after=_after(params.get("cursor")),
+                                   exclude=params.getlist("exclude"), after=decode_cursor(params.get("cursor"), hint=CURSOR_HINT),
                                    limit=limit)
         base = _base_url(request)
         prefix = "datasets/" if repo.type == Repo.DATASET else ""
@@ -118,7 +105,7 @@ class ManifestView(APIView):
         files = [{"path": f.path, "size": f.entry.size, "sha256": f.entry.ref, "lfs": f.entry.lfs,
                   "etag": f.etag, "url": url} for f, url in zip(page.files, urls, strict=True)]
         resp = Response({"repo": repo.repo_id, "type": repo.type, "revision": revision, "commit": commit.oid,
-                         "files": files, "next": _cursor(page.after), "expires_in": settings.HUB_PRESIGN_SECONDS})
+                         "files": files, "next": encode_cursor(page.after), "expires_in": settings.HUB_PRESIGN_SECONDS})
         resp["X-Repo-Commit"] = commit.oid
         resp["Cache-Control"] = "private, no-store"  # URLs inside are capabilities
         return resp

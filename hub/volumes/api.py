@@ -6,8 +6,6 @@ A token is required (401 without one); read-only tokens may read but not change 
 """
 from __future__ import annotations
 
-import base64
-import binascii
 from functools import cached_property
 
 from django.conf import settings
@@ -23,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hub.cursors import decode_cursor, encode_cursor
 from hub.errors import BadRequest, Forbidden, HubError, NotFound, Unauthorized
 from hub.repos import blobs, serving
 from hub.volumes import services, uploads
@@ -113,19 +112,6 @@ def _flag(request: Request, name: str) -> bool:
     return (request.query_params.get(name) or "").lower() in ("1", "true", "yes")
 
 
-def _encode_cursor(name: str | None) -> str | None:
-    return base64.urlsafe_b64encode(name.encode()).decode() if name is not None else None
-
-
-def _decode_cursor(cursor: str | None) -> str | None:
-    if not cursor:
-        return None
-    try:
-        return base64.b64decode(cursor.encode(), altchars=b"-_", validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise BadRequest("invalid cursor: pass back the next_cursor of the previous page") from None
-
-
 def _etag(value: str | None) -> str | None:
     """An ETag from a header or a JSON field, unquoted ('*' stays '*')."""
     if value is None or not value.strip():
@@ -187,11 +173,12 @@ class ListView(VolumeView):
     def get(self, request: Request) -> Response:
         path = services.check_volume_path(request.query_params.get("path"), root_ok=True, directory=True)
         limit = _int_param(request.query_params.get("limit"), services.PAGE, "limit")
-        cursor = _decode_cursor(request.query_params.get("cursor"))
+        cursor = decode_cursor(request.query_params.get("cursor"),
+                               hint="pass back the next_cursor of the previous page")
         rows, after = services.list_dir(self.volume, path, cursor, limit)
         base = f"{path}/" if path else ""
         return Response({"path": path, "items": [entry_data(e, base + e.name) for e in rows],
-                         "next_cursor": _encode_cursor(after)})
+                         "next_cursor": encode_cursor(after)})
 
 
 class StatView(VolumeView):
