@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "hub.repos",
     "hub.quotas",
     "hub.volumes",
+    "hub.instances",
     "hub.hfapi",
     "hub.web",
 ]

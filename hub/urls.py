@@ -9,6 +9,7 @@ urlpatterns = [
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
     path("api/quota", QuotaView.as_view(), name="quota"),
     path("api/volume/", include("hub.volumes.urls")),
+    path("api/instances", include("hub.instances.urls")),
     path("api/v1/", include("hub.repos.api")),
     path("", include("hub.hfapi.urls")),
     path("", include("hub.web.urls")),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
-from hub.errors import HubError, error_response
+from hub.errors import Forbidden, HubError, Unauthorized, error_response
 
 
 class TokenAuthMiddleware:
@@ -16,6 +16,7 @@ class TokenAuthMiddleware:
 
     def __call__(self, request: HttpRequest):
         request.api_token = None
+        request.instance = None
         header = request.META.get("HTTP_AUTHORIZATION", "")
         if header[:7].lower() == "bearer ":
             from hub.accounts.services import authenticate_token
@@ -26,5 +27,15 @@ class TokenAuthMiddleware:
                 return error_response(err)
             request.api_token = row
             request.user = row.user
+            if row.kind == row.INSTANCE:
+                from hub.instances import services as instances
+
+                request.instance = instances.instance_of(row)
+                if request.instance is None:
+                    return error_response(Unauthorized("this instance was revoked; its token no longer works"))
+                if not instances.scope_allows(request.path):
+                    return error_response(Forbidden(
+                        "an instance token can only read its mount spec, the repos attached to the instance "
+                        "and its owner's volume; use your own token for this"))
             request._dont_enforce_csrf_checks = True
         return self.get_response(request)

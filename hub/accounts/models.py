@@ -44,6 +44,10 @@ class ApiToken(models.Model):
     prefix = models.CharField(max_length=12, help_text="first characters, to recognise the token")
     digest = models.CharField(max_length=64, unique=True)
     read_only = models.BooleanField(default=False)
+    # "user": acts as its user (read_only limits it). "instance": a compute instance's token, limited
+    # by hub.instances to the instance's mount spec, attached repos and its owner's volume.
+    USER, INSTANCE = "user", "instance"
+    kind = models.CharField(max_length=8, default=USER, choices=[(USER, "user"), (INSTANCE, "instance")])
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

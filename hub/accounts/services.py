@@ -44,11 +44,11 @@ def do_create_org(name: str, owner: User) -> Namespace:
     return ns
 
 
-def do_create_token(user: User, *, name: str = "token", read_only: bool = False) -> str:
+def do_create_token(user: User, *, name: str = "token", read_only: bool = False, kind: str = ApiToken.USER) -> str:
     """Creates a token and returns it; this is the only time the token text exists."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(30)
     ApiToken.objects.create(user=user, name=name, prefix=token[:10], digest=hash_token(token),
-                            read_only=read_only)
+                            read_only=read_only, kind=kind)
     return token
 
 

@@ -40,12 +40,15 @@ class Actor:
 
     user: object | None
     can_write: bool = True
+    instance_id: object | None = None  # set for an instance's token: reads only the attached repos
 
     @classmethod
     def from_request(cls, request) -> Actor:
         user = request.user if request.user.is_authenticated else None
         token = getattr(request, "api_token", None)
-        return cls(user, can_write=not (token is not None and token.read_only))
+        instance = getattr(request, "instance", None)
+        return cls(user, can_write=not (token is not None and token.read_only) and instance is None,
+                   instance_id=instance.pk if instance is not None else None)
 
 
 # --- access -----------------------------------------------------------------------------------------
@@ -80,6 +83,11 @@ def access_repo(actor: Actor, repo_type: str, namespace: str, name: str, *, writ
     missing = RepoNotFound(f"{kind} {namespace}/{name} not found (or you do not have access to it)")
     if repo is None:
         raise missing
+    if actor.instance_id is not None:
+        from hub.instances.services import can_read_repo
+
+        if not can_read_repo(actor.instance_id, repo):
+            raise missing
     role = _role(actor.user, repo.namespace)
     if repo.private and role is None:
         raise missing
@@ -95,6 +103,8 @@ def check_can_write(actor: Actor, namespace: Namespace, role: str | None = "?") 
         role = _role(actor.user, namespace)
     if role not in (Membership.WRITE, Membership.ADMIN):
         raise Forbidden(f"you ({actor.user.username}) cannot write to the namespace {namespace.name!r}")
+    if actor.instance_id is not None:
+        raise Forbidden("an instance token can only read the repos attached to its instance")
     if not actor.can_write:
         raise Forbidden("this token is read-only; create a write token to upload or change repos")
 

@@ -95,6 +95,14 @@ def validated(serializer_class: type[serializers.Serializer], data) -> dict:
         raise BadRequest("the request body must be a JSON object")
     ser = serializer_class(data=data)
     if not ser.is_valid():
-        problems = "; ".join(f"{field}: {' '.join(str(m) for m in msgs)}" for field, msgs in ser.errors.items())
-        raise BadRequest(f"invalid request: {problems}")
+        raise BadRequest(f"invalid request: {'; '.join(_problems(ser.errors))}")
     return ser.validated_data
+
+
+def _problems(errors, where: str = "") -> list[str]:
+    """DRF's nested error structure as 'field: message' lines ('mounts[0].type: ...')."""
+    if isinstance(errors, dict):
+        return [p for field, sub in errors.items() for p in _problems(sub, f"{where}.{field}" if where else field)]
+    if isinstance(errors, list) and any(isinstance(e, (dict, list)) for e in errors):
+        return [p for i, sub in enumerate(errors) if sub for p in _problems(sub, f"{where}[{i}]")]
+    return [f"{where}: {' '.join(str(m) for m in errors)}"]
