@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import shutil
+import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -94,12 +96,26 @@ class ObjectStore(ABC):
         return src
 
     def sha256(self, key: str) -> tuple[str, int]:
-        """Reads the object back: (sha256 hex, size)."""
+        """Reads the object back: (sha256 hex, size). The hashing runs in a thread of its own, so
+        that fetching the next chunk overlaps hashing this one (both release the GIL): the read
+        costs about the slower of the two rather than their sum."""
         h = hashlib.sha256()
+        chunks: queue.Queue = queue.Queue(maxsize=4)
+
+        def hash_chunks() -> None:
+            while (chunk := chunks.get()) is not None:
+                h.update(chunk)
+
+        hasher = threading.Thread(target=hash_chunks, name="sha256-readback", daemon=True)
+        hasher.start()
         n = 0
-        for chunk in self.read(key):
-            h.update(chunk)
-            n += len(chunk)
+        try:
+            for chunk in self.read(key):
+                chunks.put(chunk)
+                n += len(chunk)
+        finally:
+            chunks.put(None)
+            hasher.join()
         return h.hexdigest(), n
 
 

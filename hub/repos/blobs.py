@@ -258,10 +258,13 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
         raise
     try:
         digest, actual = store.sha256(session.key)
-        if actual != session.size or digest != session.sha256:
+        if actual != session.size or (session.sha256 and digest != session.sha256):
             raise UnprocessableEntity(
-                f"object {session.sha256}: the uploaded bytes ({actual} bytes) hash to {digest}; "
-                "upload the right file again")
+                f"object {session.sha256 or '(no sha256 given)'}: the uploaded bytes ({actual} bytes, "
+                f"expected {session.size}) hash to {digest}; upload the right file again")
+        if not session.sha256:  # the client left the hashing to us: the stored bytes define it
+            session.sha256 = digest
+            UploadSession.objects.filter(pk=session.pk).update(sha256=digest)
         blob = _install(store, session.key, session.sha256, session.size, session.user)
     except BaseException:
         store.delete(session.key)

@@ -63,7 +63,8 @@ class UploadCreateSerializer(serializers.Serializer):
 
 class UploadCompleteSerializer(serializers.Serializer):
     sha256 = serializers.CharField(min_length=64, max_length=64, required=False, allow_null=True, default=None,
-                                   help_text="required when the session was started without it")
+                                   help_text="optional: the hub hashes the stored bytes itself; a sha256 "
+                                             "given here (or at the start) must match them")
 
 
 class UploadSerializer(serializers.Serializer):

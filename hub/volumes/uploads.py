@@ -172,7 +172,8 @@ def do_upload_part(session: UploadSession, number: int, stream: BinaryIO, length
 
 def do_complete(volume: Volume, session: UploadSession, sha256: str | None = None) -> VolumeEntry:
     """Verifies the parts (count, lengths, then size and sha256 of the assembled bytes) and installs
-    the file. Missing or wrong-length parts leave the session open to be fixed; bytes that hash
+    the file. The hub computes the sha256 from the stored bytes; a sha256 the client gives (at the
+    start or here) must match it, which also checks the bytes end to end. Missing or wrong-length parts leave the session open to be fixed; bytes that hash
     wrong end it. Completing a session twice returns the file it wrote."""
     path = session.target["path"]
     if session.state == UploadSession.DONE:
@@ -189,8 +190,6 @@ def do_complete(volume: Volume, session: UploadSession, sha256: str | None = Non
         if not session.sha256:
             UploadSession.objects.filter(pk=session.pk, sha256="").update(sha256=sha256)
             session.sha256 = sha256
-    if not session.sha256:
-        raise BadRequest("this upload was started without a sha256: give the file's sha256 to complete it")
     reservation = session.reservation
     try:
         blob = blobs.complete_session(session)
