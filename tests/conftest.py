@@ -181,6 +181,83 @@ def pg_rgw_hub(tmp_path_factory, rgw_env) -> Hub:
     drop_bucket(rgw_env, f"hub-test-{suffix}")
 
 
+class Worker:
+    """A real Celery worker process of a hub (broker: the machine's Redis)."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        log = open(self.hub.data_dir / "worker.log", "ab")
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "celery", "-A", "hub", "worker", "-l", "info", "-c", "2", "--without-gossip",
+             "--without-mingle", "--without-heartbeat", "-n", f"test-{uuid.uuid4().hex[:6]}@%h"],
+            env=self.hub.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if "ready." in (self.hub.data_dir / "worker.log").read_text(errors="replace"):
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise RuntimeError(f"celery worker did not start; see {self.hub.data_dir / 'worker.log'}")
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker (main process and pool children), as a crashed machine would."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait(30)
+        # The log's "ready." must not satisfy the next start.
+        log = self.hub.data_dir / "worker.log"
+        log.rename(log.with_suffix(f".{int(time.time() * 1000)}.log"))
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def celery_hub(tmp_path_factory, rgw_env):
+    """A hub on PostgreSQL + Ceph RGW whose tasks go through Redis to a real Celery worker process
+    (``celery_hub.worker``: start / kill -9 / stop)."""
+    import psycopg
+    import redis
+
+    suffix = uuid.uuid4().hex[:10]
+    db = f"hub_celery_{suffix}"
+    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{db}"')
+    # A Redis database of its own, so that parallel runs and leftovers do not share queues.
+    redis_db = 1 + int(suffix[:4], 16) % 15
+    broker = f"redis://127.0.0.1:6379/{redis_db}"
+    redis.Redis.from_url(broker).flushdb()
+    data = tmp_path_factory.mktemp("celery")
+    env = base_env() | rgw_env | {
+        "HUB_DATA_DIR": str(data),
+        "DATABASE_URL": f"{PG_ADMIN_URL}/{db}",
+        "HUB_STORAGE_URL": f"s3://hub-celery-{suffix}",
+        "CELERY_BROKER_URL": broker,
+    }
+    hub = Hub("celery", env, data)
+    hub.start(data / "server.log")
+    hub.worker = Worker(hub)
+    hub.worker.start()
+    yield hub
+    hub.worker.stop()
+    hub.stop()
+    redis.Redis.from_url(broker).flushdb()
+    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    drop_bucket(rgw_env, f"hub-celery-{suffix}")
+
+
 def drop_bucket(rgw_env: dict[str, str], bucket: str) -> None:
     """Empties and deletes a test bucket, so repeated runs do not fill the one-node cluster."""
     import boto3
