@@ -11,6 +11,8 @@ import getpass
 import os
 import sys
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from storage.client import (
@@ -281,36 +283,67 @@ def _volume_isdir(client: HubClient, path: str) -> bool:
         return False
 
 
-def _is_remote(spec: str) -> bool:
+_EXPLICIT = ("datasets/", "models/", "volume/")
+
+
+def _hub_side(spec: str, repo_type: str | None, *, source: bool) -> HubPath | None:
+    """The hub path `spec` names, or None for a local path. hub://... always names the hub;
+    datasets/..., models/... and volume/... do unless a local path of that name exists. A source
+    may also be spelled NS/NAME[@REV][/PATH] (a repo of --type, model by default) when no local
+    path of that name exists; a destination so spelled is a local path."""
     if spec.startswith("hub://"):
-        return True
-    return (spec == "volume" or spec.startswith(("datasets/", "models/", "volume/"))) and not os.path.exists(spec)
+        return _repo(spec, repo_type)
+    if os.path.exists(spec):
+        return None
+    if spec == "volume" or spec.startswith(_EXPLICIT):
+        return _repo(spec, repo_type)
+    if not source or spec.startswith(("/", ".", "~")) or "/" not in spec.strip("/"):
+        return None
+    try:
+        return _repo(spec, repo_type)
+    except UsageError:
+        return None
 
 
 def cmd_cp(args: argparse.Namespace) -> int:
-    from storage.pull import download_files
-
-    src_remote, dst_remote = _is_remote(args.src), _is_remote(args.dst)
-    if not src_remote:
-        if dst_remote and parse_hub_path(args.dst).kind == "volume":
-            return _cp_to_volume(args)
-        if dst_remote:
-            raise UsageError("copying into a repo is not supported: use `hub push DIR REPO`", code="NotSupported")
-        raise UsageError("one of SRC and DST must be a hub path (hub://datasets/..., hub://models/..., "
-                         "hub://volume/...)", code="BadPath")
-    if dst_remote:
-        raise UsageError("copying between hub paths is not supported yet: copy to a local path, then back "
-                         "(`hub mv` renames within the volume)", code="NotSupported")
-    hp = parse_hub_path(args.src, args.type)
+    src = _hub_side(args.src, args.type, source=True)
+    dst = _hub_side(args.dst, args.type, source=False)
+    if dst is not None and dst.kind == "repo":
+        raise UsageError("copying into a repo is not supported: use `hub push DIR REPO` to commit files",
+                         code="NotSupported")
+    if src is None:
+        if dst is None:
+            raise UsageError("one of SRC and DST must be a hub path (hub://datasets/..., hub://models/..., "
+                             "hub://volume/...)", code="BadPath")
+        return _cp_to_volume(args)
     client = _client(args)
-    if hp.kind == "volume":
-        return _cp_from_volume(client, hp.path, args)
+    bare = not args.src.startswith(("hub://", *_EXPLICIT))
+    try:
+        if dst is not None:
+            return _cp_within_hub(client, src, dst.path, args)
+        if src.kind == "volume":
+            return _cp_from_volume(client, src.path, args)
+        return _cp_from_repo(client, src, args)
+    except NotFoundError as err:
+        if bare and src.kind == "repo":  # perhaps a local path was meant
+            err.message += f" (and there is no local file or directory {args.src!r})"
+        raise
+
+
+def _manifest_items(client: HubClient, hp: HubPath) -> tuple[str, list[dict]]:
+    """(commit, every manifest item under hp.path), all pages at the commit the first resolved."""
     pages = client.manifest(hp.repo_type, hp.repo_id, hp.revision, path=hp.path, limit=5000)
     first = next(pages)
-    commit = first["commit"]
     items = list(first["files"])
     for page in pages:
         items += page["files"]
+    return first["commit"], items
+
+
+def _cp_from_repo(client: HubClient, hp: HubPath, args: argparse.Namespace) -> int:
+    from storage.pull import _safe_relpath, download_files
+
+    commit, items = _manifest_items(client, hp)
     dst = Path(args.dst)
     single = len(items) == 1 and items[0]["path"] == hp.path and hp.path != ""
     if single:
@@ -322,14 +355,101 @@ def cmd_cp(args: argparse.Namespace) -> int:
         if dst.exists() and not dst.is_dir():
             raise UsageError(f"{dst} exists and is not a directory", code="NotADirectory")
         base = f"{hp.path}/" if hp.path else ""
-        from storage.pull import _safe_relpath
-
         targets = {i["path"]: dst / _safe_relpath(i["path"][len(base):]) for i in items}
     stats = download_files(client, hp.repo_type, hp.repo_id, commit, items, targets, workers=args.workers,
                            limit_rate=_rate(args), progress=_progress(args))
     say(f"copied {len(items)} files ({human(sum(i['size'] for i in items))}) from {hp.prefix} at {commit[:12]}; "
         f"fetched {stats.bytes_down} bytes")
     return 0
+
+
+@dataclass
+class _HubFiles:
+    """What a hub source holds: its files as (path, size, sha256), directories that hold no file
+    (copied too), whether it is a single file, and how to fetch some of its files' bytes."""
+
+    origin: str
+    base: str  # prefix of the paths below the source ('' for a root, unused for a single file)
+    files: list[tuple[str, int, str | None]]
+    empty_dirs: list[str]
+    single: bool
+    fetch: Callable
+
+
+def _repo_files(client: HubClient, src: HubPath, args: argparse.Namespace) -> _HubFiles:
+    from storage.pull import download_files
+
+    commit, items = _manifest_items(client, src)
+    by_path = {i["path"]: i for i in items}
+
+    def fetch(batch, targets: dict[str, Path]):
+        return download_files(client, src.repo_type, src.repo_id, commit, [by_path[s.key] for s in batch],
+                              targets, workers=args.workers, limit_rate=_rate(args), progress=_progress(args))
+
+    return _HubFiles(f"{src.prefix}/{src.path}".rstrip("/") + f" at {commit[:12]}",
+                     f"{src.path}/" if src.path else "", [(i["path"], i["size"], i.get("sha256")) for i in items],
+                     [], len(items) == 1 and items[0]["path"] == src.path and src.path != "", fetch)
+
+
+def _volume_files(client: HubClient, src: HubPath, args: argparse.Namespace) -> _HubFiles:
+    from storage import volume
+
+    entry = volume.stat(client, src.path)
+    walked = [entry] if entry["type"] == "file" else list(volume.walk(client, src.path))
+    by_path = {e["path"]: e for e in walked if e["type"] == "file"}
+    holding = {p.rsplit("/", i)[0] for p in by_path for i in range(1, p.count("/") + 1)}
+
+    def fetch(batch, targets: dict[str, Path]):
+        return volume.download(client, [by_path[s.key] for s in batch], targets, workers=args.workers,
+                               limit_rate=_rate(args), progress=_progress(args))
+
+    return _HubFiles(f"volume/{src.path}".rstrip("/"), f"{src.path}/" if src.path else "",
+                     [(e["path"], e["size"], e["etag"]) for e in by_path.values()],
+                     [e["path"] for e in walked if e["type"] == "directory" and e["path"] not in holding],
+                     entry["type"] == "file", fetch)
+
+
+def _cp_within_hub(client: HubClient, src: HubPath, dst: str, args: argparse.Namespace) -> int:
+    """A file or (-r) directory of a repo or of the volume to the volume: by hash where the hub
+    allows it (no bytes move), else through temporary local copies."""
+    from storage import volume
+
+    if src.kind == "volume" and (not src.path or dst == src.path or dst.startswith(f"{src.path}/")):
+        raise UsageError(f"cannot copy {src.prefix}/{src.path} onto or into itself".replace("/ ", " "),
+                         code="BadPath")
+    into_dir = not dst or args.dst.endswith("/") or _volume_isdir(client, dst)
+    found = (_volume_files if src.kind == "volume" else _repo_files)(client, src, args)
+    if found.single:
+        path, size, sha256 = found.files[0]
+        target = f"{dst}/{path.rsplit('/', 1)[-1]}".lstrip("/") if into_dir else dst
+        if src.kind == "volume" and target == src.path:
+            raise UsageError(f"volume/{src.path} and volume/{target} are the same file", code="SameFile")
+        sources = [volume.CopySource(path, target, size, sha256)]
+    else:
+        if not args.recursive:
+            raise UsageError(f"{found.origin} is a directory: use -r to copy it", code="IsADirectory")
+        if dst and not into_dir and _volume_exists(client, dst):
+            raise UsageError(f"volume/{dst} exists and is not a directory", code="NotADirectory")
+        n = len(found.base)
+        sources = [volume.CopySource(p, f"{dst}/{p[n:]}".lstrip("/"), size, sha256) for p, size, sha256 in found.files]
+        for d in [*found.empty_dirs, *([] if sources or not dst else [found.base])]:
+            volume.mkdir(client, f"{dst}/{d[n:]}".strip("/"), parents=True)
+    result = volume.copy_in(client, sources, found.fetch, workers=args.workers, limit_rate=_rate(args),
+                            progress=_progress(args))
+    say(f"copied {result.files} files ({human(result.bytes)}) from {found.origin} to "
+        f"volume/{sources[0].dst if found.single else dst}; {result.by_hash} by hash (no bytes moved for those), "
+        f"fetched {result.bytes_down} bytes, uploaded {result.bytes_up} bytes")
+    return 0
+
+
+def _volume_exists(client: HubClient, path: str) -> bool:
+    from storage import volume
+
+    try:
+        volume.stat(client, path)
+        return True
+    except NotFoundError:
+        return False
 
 
 def _cp_to_volume(args: argparse.Namespace) -> int:
@@ -466,8 +586,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("cp", help="copy files from a repo, to and from your volume", epilog=EPILOG, description=(
         "Copies a file or (with -r) a directory from a repo or your volume to a local path, verified by "
-        "sha256, or from a local path to your volume (large files in resumable parallel parts). "
-        "Hub paths: hub://datasets/NS/NAME[@REV]/PATH, hub://models/..., hub://volume/PATH (hub:// optional)."))
+        "sha256; from a local path to your volume (large files in resumable parallel parts); or from a "
+        "repo or your volume to your volume, by hash where the hub already holds the bytes (nothing is "
+        "downloaded or uploaded then). Repos are written with `hub push`. Hub paths: "
+        "hub://datasets/NS/NAME[@REV]/PATH, hub://models/..., hub://volume/PATH (hub:// optional; a "
+        "source may also be NS/NAME[@REV]/PATH, a repo of --type)."))
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
     _type_option(p)

@@ -334,6 +334,142 @@ def test_every_command_has_help():
         assert ok(run(env, name, "--help")).stdout.startswith(f"usage: hub {name}")
 
 
+# --- copies within the hub -------------------------------------------------------------------------
+
+def run_here(monkeypatch, capsys, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """As run(), but in this process, so that the requests the client sends can be watched."""
+    from storage import cli
+
+    for var in [v for v in os.environ if v.startswith(("HF_", "HUB_"))]:
+        monkeypatch.delenv(var)
+    for var, value in env.items():
+        if var.startswith(("HF_", "HUB_")):
+            monkeypatch.setenv(var, value)
+    capsys.readouterr()
+    code = cli.main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+
+def watch_requests(monkeypatch) -> list[tuple[str, str, int]]:
+    """Every request the client sends from now on, as (method, url, bytes sent + bytes received)."""
+    from storage.client import HubClient
+
+    seen: list[tuple[str, str, int]] = []
+    real = HubClient.request
+
+    def request(self, method, url, *, body=None, headers=None, preload=True, **kw):
+        resp = real(self, method, url, body=body, headers=headers, preload=preload, **kw)
+        sent = len(body) if isinstance(body, bytes) else int((headers or {}).get("Content-Length", 0))
+        got = len(resp.data) if preload else int(resp.headers.get("Content-Length") or 0)
+        seen.append((method, self.url(url), sent + got))
+        return resp
+
+    monkeypatch.setattr(HubClient, "request", request)
+    return seen
+
+
+def test_it_copies_repo_files_into_the_volume_by_hash(hub, alice, unique, tmp_path, monkeypatch, capsys):
+    v1 = {"data/big.bin": os.urandom(20 * MiB), "data/a.csv": b"a,b\n1,2\n", "data/sub/empty.txt": b"",
+          "README.md": b"# corpus\n"}
+    src = tmp_path / "src"
+    make_tree(src, v1)
+    repo = f"datasets/alice/corpus-{unique}"
+    env = client_env(hub, alice, tmp_path)
+    ok(run(env, "push", str(src), repo))
+    hub.api(alice).create_tag(f"alice/corpus-{unique}", tag="v1", repo_type="dataset")
+    (src / "data" / "a.csv").write_bytes(b"changed on main\n")
+    ok(run(env, "push", str(src), repo))
+    data = {k[len("data/"):]: v for k, v in v1.items() if k.startswith("data/")}
+
+    # Only (path, size, sha256) go to the hub: no request carries a file's bytes either way.
+    seen = watch_requests(monkeypatch)
+    cp = ok(run_here(monkeypatch, capsys, env, "cp", "-r", f"{repo}@v1/data", f"volume/corpus-{unique}"))
+    assert "copied 3 files (20.0 MiB)" in cp.stderr and "3 by hash" in cp.stderr
+    assert fetched(cp) == 0 and uploaded(cp) == 0
+    assert seen and sum(n for _, _, n in seen) < 64 * 1024
+    assert all(url.startswith(f"{hub.url}/api/") for _, url, _ in seen), seen
+    monkeypatch.undo()
+
+    # What the volume then serves is the tagged revision, byte for byte.
+    ok(run(env, "cp", "-r", f"volume/corpus-{unique}", str(tmp_path / "back")))
+    assert read_tree(tmp_path / "back") == data
+    listing = ok(run(env, "ls", "-R", f"volume/corpus-{unique}")).stdout.split()
+    assert f"corpus-{unique}/sub/empty.txt" in listing
+
+    # One file, spelled NS/NAME/PATH as huggingface_hub users do (a model, by default), to a new path
+    # and into an existing directory; the same spelling copies to a local path.
+    model = f"alice/model-{unique}"
+    make_tree(tmp_path / "model", {"config.json": b'{"hidden_size": 8}\n'})
+    ok(run(env, "push", str(tmp_path / "model"), model))
+    one = ok(run(env, "cp", f"{model}/config.json", f"volume/x-{unique}/config.json"))
+    assert "1 by hash" in one.stderr and uploaded(one) == 0
+    ok(run(env, "cp", "--type", "dataset", f"alice/corpus-{unique}@v1/data/a.csv", f"volume/corpus-{unique}/sub/"))
+    ok(run(env, "cp", f"hub://volume/x-{unique}/config.json", str(tmp_path / "config.json")))
+    assert (tmp_path / "config.json").read_bytes() == b'{"hidden_size": 8}\n'
+    ok(run(env, "cp", f"volume/corpus-{unique}/sub/a.csv", str(tmp_path / "a.csv")))
+    assert (tmp_path / "a.csv").read_bytes() == v1["data/a.csv"]
+    (tmp_path / "local").mkdir()
+    ok(run(env, "cp", f"{model}/config.json", str(tmp_path / "local")))
+    assert (tmp_path / "local" / "config.json").read_bytes() == b'{"hidden_size": 8}\n'
+    ok(run(env, "rm", "-r", f"volume/corpus-{unique}", f"volume/x-{unique}"))
+
+
+def test_it_copies_within_the_volume_and_moves_bytes_only_when_it_must(hub, alice, bob, unique, tmp_path):
+    env = client_env(hub, alice, tmp_path)
+    base = f"volume/vv-{unique}"
+    files = make_tree(tmp_path / "src", {"big.bin": os.urandom(20 * MiB + 5), "a.txt": b"alpha\n",
+                                         "d/e/b.json": b"{}", "empty": b""})
+    ok(run(env, "cp", "-r", str(tmp_path / "src"), f"{base}/orig"))
+    ok(run(env, "mkdir", "-p", f"{base}/orig/hollow/inner"))  # empty directories are copied too
+
+    one = ok(run(env, "cp", f"{base}/orig/big.bin", f"{base}/one.bin"))
+    assert "1 by hash" in one.stderr and fetched(one) == 0 and uploaded(one) == 0
+    tree = ok(run(env, "cp", "-r", f"{base}/orig", f"{base}/copy"))
+    assert "4 by hash" in tree.stderr and fetched(tree) == 0 and uploaded(tree) == 0
+    ok(run(env, "cp", f"{base}/orig/a.txt", f"{base}/copy/d/"))
+    ok(run(env, "cp", "-r", f"{base}/copy", str(tmp_path / "back")))
+    assert read_tree(tmp_path / "back") == files | {"d/a.txt": files["a.txt"]}
+    assert ok(run(env, "ls", f"{base}/copy/hollow")).stdout.split() == ["-", f"vv-{unique}/copy/hollow/inner/"]
+    ok(run(env, "cp", f"{base}/one.bin", str(tmp_path / "one.bin")))
+    assert (tmp_path / "one.bin").read_bytes() == files["big.bin"]
+
+    # Bytes alice may no longer name by hash (bob made his repo private after she copied from it)
+    # come down and go up again, verified.
+    theirs = {"small.txt": os.urandom(1000), "large.bin": os.urandom(17 * MiB)}  # one PUT; a session
+    make_tree(tmp_path / "bob" / "w", theirs)
+    ok(run(client_env(hub, bob, tmp_path), "push", str(tmp_path / "bob"), f"bob/shared-{unique}"))
+    ok(run(env, "cp", "-r", f"bob/shared-{unique}/w", f"{base}/from-bob"))
+    hub.api(bob).update_repo_settings(f"bob/shared-{unique}", private=True)
+    again = ok(run(env, "cp", "-r", f"{base}/from-bob", f"{base}/kept"))
+    assert "0 by hash" in again.stderr
+    moved = sum(len(v) for v in theirs.values())
+    assert fetched(again) == moved and uploaded(again) == moved
+    ok(run(env, "cp", "-r", f"{base}/kept", str(tmp_path / "kept")))
+    assert read_tree(tmp_path / "kept") == theirs
+    ok(run(env, "rm", "-r", base))
+
+
+def test_it_refuses_to_copy_into_a_repo_and_names_a_missing_source(hub, alice, unique, tmp_path):
+    env = client_env(hub, alice, tmp_path)
+    model = f"alice/refuse-{unique}"
+    make_tree(tmp_path / "model", {"config.json": b"{}"})
+    ok(run(env, "push", str(tmp_path / "model"), model))
+    ok(run(env, "cp", f"{model}/config.json", f"volume/refuse-{unique}/config.json"))
+
+    failed(run(env, "cp", f"{model}/config.json", f"hub://models/{model}/copy.json"), "use `hub push")
+    failed(run(env, "cp", f"volume/refuse-{unique}/config.json", f"datasets/{model}/c.json"), "use `hub push")
+    failed(run(env, "cp", f"models/{model}/nope.json", f"volume/refuse-{unique}/x"), "'nope.json' not found")
+    failed(run(env, "cp", f"alice/missing-{unique}/config.json", f"volume/refuse-{unique}/x"),
+           f"alice/missing-{unique} not found", "no local file or directory")
+    failed(run(env, "cp", f"volume/nope-{unique}", f"volume/refuse-{unique}/x"), "does not exist in your volume")
+    failed(run(env, "cp", f"models/{model}", f"volume/refuse-{unique}/x"), "is a directory: use -r")
+    failed(run(env, "cp", "-r", f"volume/refuse-{unique}", f"volume/refuse-{unique}/in"), "into itself")
+    failed(run(env, "cp", f"volume/refuse-{unique}/config.json", f"volume/refuse-{unique}/"), "the same file")
+    assert ok(run(env, "ls", f"volume/refuse-{unique}")).stdout.split() == ["2", f"refuse-{unique}/config.json"]
+    ok(run(env, "rm", "-r", f"volume/refuse-{unique}"))
+
+
 # --- errors -----------------------------------------------------------------------------------------
 
 def test_it_explains_what_went_wrong_in_one_line(hub, alice, bob, unique, tmp_path):
