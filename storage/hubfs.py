@@ -17,14 +17,18 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from glob import has_magic
 from pathlib import Path
 
 from fsspec.callbacks import DEFAULT_CALLBACK
+from fsspec.implementations.local import trailing_sep
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem, _Cached
+from fsspec.utils import other_paths
 
 from storage import volume
 from storage.client import (
@@ -41,6 +45,7 @@ from storage.client import (
     parse_hub_path,
     resolve_settings,
 )
+from storage.transfer import Stats
 
 URL_MARGIN = 0.8  # refresh a presigned URL after this share of its lifetime
 
@@ -203,13 +208,13 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
         if not refresh and path in self.dircache:
             out = self.dircache[path]
         elif self._volume(path) is not None:
-            info = self.info(path)
-            if info["type"] == "file":
-                return [info] if detail else [info["name"]]
             try:
                 out = [_volume_info(e) for e in volume.ls(self.client, self._volume(path))]
             except HubClientError as err:
-                raise _os_error(err, path) from err
+                if err.code != "NotADirectory":
+                    raise _os_error(err, path) from err
+                info = self.info(path)  # a file: ls of a file lists the file
+                return [info] if detail else [info["name"]]
             self.dircache[path] = out
         else:
             above = self._root_listing(path)
@@ -386,10 +391,12 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
     def _open(self, path: str, mode: str = "rb", block_size=None, autocommit: bool = True, cache_options=None,
               cache_type=None, **kwargs):
         if self._volume(path) is not None:
-            if mode == "wb":
-                return VolumeWriteFile(self, path, mode="wb", block_size=block_size or self.default_block_size)
+            if mode in ("wb", "xb"):
+                if mode == "xb" and self.exists(path):  # checked again, atomically, when it is written
+                    raise FileExistsError(errno.EEXIST, "exists", path)
+                return VolumeWriteFile(self, path, mode=mode, block_size=block_size or self.default_block_size)
             if mode != "rb":
-                raise NotImplementedError(f"mode {mode!r}: hub://volume files open 'rb' or 'wb'")
+                raise NotImplementedError(f"mode {mode!r}: hub://volume files open 'rb', 'wb' or 'xb'")
             info = self.info(path)
             if info["type"] != "file":
                 raise IsADirectoryError(errno.EISDIR, "a directory", path)
@@ -432,12 +439,23 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
                 files.append((rp, lp))
         self._download(files)
 
-    def _download(self, pairs: list[tuple[str, str]]) -> None:
+    def _download(self, pairs: list[tuple[str, str]]) -> Stats:
+        """Remote files to local paths, in parallel, each verified by sha256 before it appears; a file
+        wanted at several local paths is fetched once."""
         from storage.pull import download_files
 
+        first: dict[str, str] = {}
+        again: list[tuple[str, str]] = []
+        for rp, lp in pairs:
+            rp = self._strip_protocol(rp)
+            if rp in first:
+                again.append((first[rp], lp))
+            else:
+                first[rp] = lp
+        stats = Stats()
         groups: dict[tuple[str, str, str], tuple[list[dict], dict[str, Path]]] = {}
         entries, vtargets = [], {}
-        for rp, lp in pairs:
+        for rp, lp in first.items():
             if self._volume(rp) is not None:
                 info = self.info(rp)
                 entries.append({"path": self._volume(rp), "size": info["size"], "etag": info["etag"]})
@@ -445,21 +463,29 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
                 continue
             r, item = self._item(rp)
             items, targets = groups.setdefault((r.repo_type, r.repo_id, r.commit), ([], {}))
-            if item["path"] not in targets:
-                items.append(item)
+            if item["path"] in targets:  # the same file spelled another way (a branch and its commit)
+                again.append((str(targets[item["path"]]), lp))
+                continue
+            items.append(item)
             targets[item["path"]] = Path(lp)
         for (repo_type, repo_id, commit), (items, targets) in groups.items():
             try:
-                download_files(self.client, repo_type, repo_id, commit, items, targets, workers=self.workers)
+                got = download_files(self.client, repo_type, repo_id, commit, items, targets, workers=self.workers)
             except HubClientError as err:
                 raise _os_error(err, f"{repo_type}s/{repo_id}") from err
+            stats.add(files_down=got.files_down, bytes_down=got.bytes_down)
         if entries:
             for t in vtargets.values():
                 t.parent.mkdir(parents=True, exist_ok=True)
             try:
-                volume.download(self.client, entries, vtargets, workers=self.workers)
+                got = volume.download(self.client, entries, vtargets, workers=self.workers)
             except HubClientError as err:
                 raise _os_error(err, "volume") from err
+            stats.add(files_down=got.files_down, bytes_down=got.bytes_down)
+        for done, lp in again:
+            os.makedirs(os.path.dirname(lp) or ".", exist_ok=True)
+            shutil.copyfile(done, lp)
+        return stats
 
     # --- writing: the volume only ---------------------------------------------------------------------
 
@@ -485,56 +511,144 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
             self._invalidate_volume(path)
 
     def put_file(self, lpath, rpath, callback=DEFAULT_CALLBACK, mode="overwrite", **kwargs) -> None:
+        """One local file to the volume, atomically. mode="create": FileExistsError if rpath exists
+        (checked by the hub when the file is written, not before)."""
         vpath = self._writable(rpath)
         if os.path.isdir(lpath):
             self.makedirs(rpath, exist_ok=True)
             return
-        self._call(rpath, volume.upload, lpath, vpath, workers=self.workers)
+        create = mode == "create"
+        try:
+            volume.upload(self.client, lpath, vpath, if_none_match=create, workers=self.workers)
+        except HubClientError as err:
+            if create and err.code == "PreconditionFailed":
+                raise FileExistsError(errno.EEXIST, err.message, rpath) from err
+            raise _os_error(err, rpath) from err
+        finally:
+            self._invalidate_volume(rpath)
 
     def pipe_file(self, path, value, mode="overwrite", **kwargs) -> None:
-        with self.open(path, "wb") as fh:
+        with self.open(path, "xb" if mode == "create" else "wb") as fh:
             fh.write(value)
 
     def mkdir(self, path, create_parents: bool = True, **kwargs) -> None:
-        self._call(path, volume.mkdir, self._writable(path), parents=create_parents)
+        """Creates a directory (and, with create_parents, its missing parents); FileExistsError if
+        something is already there, as on a local disk."""
+        vpath = self._writable(path)
+        if not vpath or not self._call(path, volume.mkdir, vpath, parents=create_parents):
+            raise FileExistsError(errno.EEXIST, "a directory is already there", path)
 
     def makedirs(self, path, exist_ok: bool = False) -> None:
         vpath = self._writable(path)
-        if not exist_ok and self.exists(path):
-            raise FileExistsError(errno.EEXIST, "exists", path)
-        if vpath:
-            self._call(path, volume.mkdir, vpath, parents=True)
+        created = bool(vpath) and self._call(path, volume.mkdir, vpath, parents=True)
+        if not created and not exist_ok:
+            raise FileExistsError(errno.EEXIST, "a directory is already there", path)
 
     def rm_file(self, path) -> None:
         self._call(path, volume.delete, self._writable(path))
 
     def rmdir(self, path) -> None:
-        self._call(path, volume.delete, self._writable(path))
+        """Removes an empty directory (OSError ENOTEMPTY otherwise); never a file."""
+        vpath = self._writable(path)
+        if self.info(path)["type"] != "directory":
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", path)
+        self._call(path, volume.delete, vpath)
 
     def rm(self, path, recursive: bool = False, maxdepth=None) -> None:
-        for p in path if isinstance(path, list) else [path]:
+        """Deletes files and, with recursive, directories: each in one request, whatever lies below.
+        Globs are expanded. With maxdepth, only what lies that deep goes, and a directory still
+        holding something deeper stays (OSError ENOTEMPTY)."""
+        paths = [self._strip_protocol(p) for p in (path if isinstance(path, list) else [path])]
+        if maxdepth is not None:
+            paths, recursive = self.expand_path(paths, recursive=recursive, maxdepth=maxdepth)[::-1], False
+        elif any(has_magic(p) for p in paths):
+            kept: set[str] = set()
+            for p in self.expand_path(paths, recursive=recursive):  # sorted: directories before their contents
+                if not any(a in kept for a in _ancestors(p)):
+                    kept.add(p)
+            paths = sorted(kept)
+        for p in paths:
             vpath = self._writable(p)
             if not vpath:
                 raise PermissionError(errno.EPERM, "refusing to remove the root of the volume", p)
             self._call(p, volume.delete, vpath, recursive=recursive)
 
+    def _pairs(self, path1, path2) -> list[tuple[str, str]]:
+        """(source, target) pairs by fsspec's rules for cp, without descending into directories."""
+        if isinstance(path1, list) and isinstance(path2, list):
+            return list(zip(path1, path2, strict=True))
+        paths1 = self.expand_path(path1)
+        single = isinstance(path1, str)
+        into_dir = isinstance(path2, str) and (trailing_sep(path2) or self.isdir(path2))
+        exists = single and ((has_magic(path1) and len(paths1) == 1)
+                             or (not has_magic(path1) and into_dir and not trailing_sep(path1)))
+        return list(zip(paths1, other_paths(paths1, path2, exists=exists, flatten=not single), strict=True))
+
     def mv(self, path1, path2, recursive: bool = False, maxdepth=None, **kwargs) -> None:
-        """A rename inside the volume: metadata only, whatever the size; replaces a file at path2."""
-        src, dst = self._writable(path1), self._writable(path2)
-        self._call(path1, volume.move, src, dst, overwrite=True)
-        self._invalidate_volume(path2)
+        """Renames inside the volume: metadata only, whatever the size, a directory with everything
+        below it (so recursive and maxdepth change nothing). Targets follow cp's rules: into path2
+        if it is a directory or ends with '/'; a file at a target is replaced."""
+        for src, dst in self._pairs(path1, path2):
+            src, dst = self._strip_protocol(src), self._strip_protocol(dst)
+            if src != dst:
+                self._call(src, volume.move, self._writable(src), self._writable(dst), overwrite=True)
+                self._invalidate_volume(dst)
 
     def cp_file(self, path1, path2, **kwargs) -> None:
-        self._writable(path2)
-        with tempfile.TemporaryDirectory(prefix="hub-cp-") as tmp:
-            local = os.path.join(tmp, "f")
-            self.get_file(path1, local)
-            self.put_file(local, path2)
+        """One file of a repo or of the volume to the volume (a directory: made there). By hash when
+        the hub allows it: no byte moves (see storage.volume.copy_in)."""
+        pending = getattr(self._collect, "copies", None)
+        if pending is not None:  # inside copy(): collected and copied several at a time
+            pending.append((path1, path2))
+            return
+        self._copy_in([(path1, path2)])
+
+    def copy(self, path1, path2, recursive: bool = False, maxdepth=None, on_error=None, **kwargs) -> None:
+        """As fsspec's copy (same path rules), but the files go together, several at a time."""
+        self._collect.copies = pairs = []
+        try:
+            super().copy(path1, path2, recursive=recursive, maxdepth=maxdepth, on_error=on_error, **kwargs)
+        finally:
+            self._collect.copies = None
+        self._copy_in(pairs, missing_ok=on_error == "ignore" or (on_error is None and recursive))
+
+    def _copy_in(self, pairs: list[tuple[str, str]], *, missing_ok: bool = False) -> None:
+        sources, names = [], {}
+        try:
+            for i, (p1, p2) in enumerate(pairs):
+                dst = self._writable(p2)
+                try:
+                    info = self.info(p1)
+                except FileNotFoundError:
+                    if missing_ok:
+                        continue
+                    raise
+                if info["type"] == "directory":
+                    self.makedirs(p2, exist_ok=True)
+                    continue
+                sha256 = info.get("sha256") if self._volume(p1) is not None else self._item(p1)[1]["sha256"]
+                names[str(i)] = p1
+                sources.append(volume.CopySource(str(i), dst, info["size"], sha256))
+
+            def fetch(batch: list[volume.CopySource], targets: dict[str, Path]) -> Stats:
+                return self._download([(names[s.key], str(targets[s.key])) for s in batch])
+
+            volume.copy_in(self.client, sources, fetch, workers=self.workers)
+        except HubClientError as err:
+            raise _os_error(err, pairs[0][1] if len(pairs) == 1 else "volume") from err
+        finally:
+            for _, p2 in pairs:
+                self._invalidate_volume(p2)
 
     def touch(self, path, truncate: bool = True, **kwargs) -> None:
         self._writable(path)
         if truncate or not self.exists(path):
             self.pipe_file(path, b"")
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _volume_info(e: dict) -> dict:
@@ -549,8 +663,9 @@ class HubFile(AbstractBufferedFile):
 
 
 class VolumeWriteFile(AbstractBufferedFile):
-    """A volume file opened "wb": bytes go to a local temporary file, written to the volume on
-    close() in one atomic upload. Leaving a `with` block by an exception writes nothing."""
+    """A volume file opened "wb" (or "xb": create only): bytes go to a local temporary file, written
+    to the volume on close() in one atomic upload. Leaving a `with` block by an exception writes
+    nothing."""
 
     def _initiate_upload(self) -> None:
         self._tmp = tempfile.NamedTemporaryFile(prefix="hub-volume-", suffix=".part", delete=False)
@@ -560,7 +675,7 @@ class VolumeWriteFile(AbstractBufferedFile):
         if final:
             self._tmp.close()
             try:
-                self.fs.put_file(self._tmp.name, self.path)
+                self.fs.put_file(self._tmp.name, self.path, mode="create" if self.mode == "xb" else "overwrite")
             finally:
                 os.unlink(self._tmp.name)
         return True

@@ -162,3 +162,42 @@ def test_an_interrupted_upload_sends_only_the_missing_parts_when_run_again(hub_e
     fs = fsspec.filesystem("hub")
     assert fs.cat(f"volume/resume-{unique}/big.bin") == data
     fs.rm(f"volume/resume-{unique}", recursive=True)
+
+
+def test_fsspec_copies_by_hash_and_keeps_the_rules_of_a_local_disk(hub_env, alice, unique, tmp_path):
+    from storage.client import HubClient
+    from storage.push import push
+    from tests.test_cli import watch_requests
+
+    files = make_tree(tmp_path / "src", {"w/big.bin": os.urandom(17 * MiB), "w/a.txt": b"a\n", "w/b.txt": b"b\n"})
+    push(HubClient(hub_env.url, alice), tmp_path / "src", "model", f"alice/fsrules-{unique}", progress=False)
+    fs = fsspec.filesystem("hub", skip_instance_cache=True)
+    base = f"volume/fsrules-{unique}"
+
+    # Repo to volume and volume to volume: only (path, size, sha256) go to the hub.
+    with pytest.MonkeyPatch.context() as mp:
+        seen = watch_requests(mp)
+        fs.copy(f"hub://models/alice/fsrules-{unique}/w", f"{base}/m", recursive=True)
+        fs.cp_file(f"{base}/m/big.bin", f"{base}/c/big.bin")
+    assert sum(n for _, _, n in seen) < 64 * 1024
+    assert fs.cat(f"{base}/c/big.bin") == files["w/big.bin"] and fs.cat(f"{base}/m/a.txt") == b"a\n"
+
+    with pytest.raises(FileExistsError):
+        fs.mkdir(f"{base}/m")
+    fs.makedirs(f"{base}/m", exist_ok=True)
+    with pytest.raises(NotADirectoryError):
+        fs.rmdir(f"{base}/c/big.bin")
+    with pytest.raises(FileExistsError):
+        fs.open(f"{base}/c/big.bin", "xb")
+    with pytest.raises(FileExistsError):  # refused by the hub itself (If-None-Match), not by a check before
+        fs.put_file(str(tmp_path / "src" / "w" / "a.txt"), f"{base}/c/big.bin", mode="create")
+    assert fs.info(f"{base}/c/big.bin")["size"] == 17 * MiB
+
+    fs.mv(f"{base}/c/big.bin", f"{base}/m")  # into an existing directory, as mv does
+    fs.mv([f"{base}/m/a.txt", f"{base}/m/b.txt"], f"{base}/txt/")
+    assert fs.find(base) == [f"{base}/m/big.bin", f"{base}/txt/a.txt", f"{base}/txt/b.txt"]
+    fs.get([f"{base}/txt/a.txt", f"{base}/txt/a.txt"], [str(tmp_path / "x"), str(tmp_path / "y")])
+    assert (tmp_path / "x").read_bytes() == (tmp_path / "y").read_bytes() == b"a\n"
+    fs.rm(f"{base}/txt/*.txt")
+    assert fs.ls(f"{base}/txt") == [] and fs.isdir(f"{base}/c")
+    fs.rm(base, recursive=True)
