@@ -57,6 +57,12 @@ class Conflict(HubError):
     status, code = 409, "Conflict"
 
 
+class BlobCorrupt(HubError):
+    """Stored bytes failed their integrity check: never served, so no client gets wrong bytes."""
+
+    status, code = 409, "BlobCorrupt"
+
+
 class PreconditionFailed(HubError):
     status, code = 412, "PreconditionFailed"
 

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "hub.quotas",
     "hub.volumes",
     "hub.instances",
+    "hub.catalog",
     "hub.hfapi",
     "hub.web",
 ]
@@ -106,7 +107,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/accounts/login"
+LOGIN_REDIRECT_URL = "/settings"
+LOGOUT_REDIRECT_URL = "/"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -141,8 +144,14 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND") or None
 # Periodic work, run by `celery beat` where a broker is configured.
+# Unreferenced bytes are kept this long (seconds) before garbage collection may delete them.
+HUB_GC_GRACE = envint("HUB_GC_GRACE", 24 * 3600)
 CELERY_BEAT_SCHEDULE = {
     "expire-upload-sessions": {"task": "hub.repos.tasks.expire_upload_sessions", "schedule": 300.0},
+    "verify-unverified-blobs": {"task": "hub.repos.tasks.verify_unverified", "schedule": 600.0},
+    "scrub-blobs": {"task": "hub.repos.tasks.scrub", "schedule": 3600.0},
+    "collect-garbage": {"task": "hub.repos.tasks.collect_garbage", "schedule": 3600.0,
+                        "kwargs": {"grace_seconds": HUB_GC_GRACE}},
 }
 
 REST_FRAMEWORK = {

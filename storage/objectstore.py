@@ -87,6 +87,14 @@ class ObjectStore(ABC):
     @abstractmethod
     def abort_multipart(self, key: str, upload_id: str) -> None: ...
 
+    @abstractmethod
+    def list(self, prefix: str) -> Iterator[tuple[str, int, float]]:
+        """(key, size, mtime as a Unix time) of every object whose key starts with `prefix`."""
+
+    def list_uploads(self, prefix: str) -> Iterator[tuple[str, str, float]]:
+        """(key, upload id, started as a Unix time) of multipart uploads in progress under `prefix`."""
+        return iter(())
+
     def local_path(self, key: str) -> str | None:
         return None
 
@@ -245,6 +253,30 @@ class LocalStore(ObjectStore):
     def abort_multipart(self, key: str, upload_id: str) -> None:
         shutil.rmtree(self._upload_dir(upload_id), ignore_errors=True)
 
+    def list(self, prefix: str) -> Iterator[tuple[str, int, float]]:
+        base = os.path.join(self.root, os.path.dirname(prefix)) if "/" in prefix else self.root
+        for dirpath, dirnames, filenames in os.walk(base):
+            if dirpath == self.root:
+                dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                full = os.path.join(dirpath, name)
+                key = os.path.relpath(full, self.root).replace(os.sep, "/")
+                if key.startswith(prefix):
+                    try:
+                        st = os.stat(full)
+                    except FileNotFoundError:
+                        continue
+                    yield key, st.st_size, st.st_mtime
+
+    def list_uploads(self, prefix: str) -> Iterator[tuple[str, str, float]]:
+        """Local multipart uploads do not remember their key: every one is listed (key '')."""
+        uploads = os.path.join(self.root, ".uploads")
+        for name in os.listdir(uploads):
+            try:
+                yield "", name, os.stat(os.path.join(uploads, name)).st_mtime
+            except FileNotFoundError:
+                continue
+
 
 class S3Store(ObjectStore):
     def __init__(self, bucket: str, prefix: str = "", endpoint_url: str | None = None) -> None:
@@ -380,6 +412,22 @@ class S3Store(ObjectStore):
                        UploadId=upload_id)
         except ObjectMissingError:
             pass
+
+    def list(self, prefix: str) -> Iterator[tuple[str, int, float]]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key(prefix))
+        try:
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    yield obj["Key"][len(self.prefix):], obj["Size"], obj["LastModified"].timestamp()
+        except Exception as err:  # noqa: BLE001 — botocore raises several unrelated types
+            raise StoreUnavailableError(f"cannot list the object store: {err}") from err
+
+    def list_uploads(self, prefix: str) -> Iterator[tuple[str, str, float]]:
+        pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
+                                                                             Prefix=self._key(prefix))
+        for page in pages:
+            for up in page.get("Uploads", []):
+                yield up["Key"][len(self.prefix):], up["UploadId"], up["Initiated"].timestamp()
 
 
 def from_url(url: str) -> ObjectStore:

@@ -531,6 +531,8 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
         valid[oid] = size
     referable = blobs.can_reference(request.user, list(valid))
     stored = {oid: blobs.stored_blob(oid) for oid in valid}
+    if operation == "upload":  # a commit will reference these without uploading: GC's grace starts now
+        blobs.touch([oid for oid, b in stored.items() if b is not None and oid in referable])
     if operation == "upload":
         # Quota before bytes: everything this batch may upload is reserved at once, or nothing is.
         need = {oid: size for oid, size in valid.items() if stored[oid] is None or oid not in referable}
@@ -543,6 +545,9 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
         if operation == "download":
             if blob is None:
                 item["error"] = {"code": 404, "message": "object not found"}
+            elif oid in blobs.corrupt_shas():
+                item["error"] = {"code": 409, "message": "the stored bytes failed their integrity check; "
+                                                         "the operator has been told"}
             else:
                 url = (store.presign_get(blobs.key_of(blob), expires=settings.HUB_PRESIGN_SECONDS)
                        or f"{base}/lfs/objects/{_sign({'o': oid})}")
@@ -638,6 +643,7 @@ def lfs_object(request: HttpRequest, token: str) -> HttpResponse:
     blob = blobs.stored_blob(claims["o"])
     if blob is None:
         raise NotFound("object not found")
+    blobs.check_servable(blob.sha256)
     return serving.blob_response(request, blobs.key_of(blob), blob.size, {}, blob.sha256)
 
 

@@ -30,15 +30,40 @@ class CommitAdmin(admin.ModelAdmin):
         return False
 
 
+class CorruptFilter(admin.SimpleListFilter):
+    title = "integrity"
+    parameter_name = "integrity"
+
+    def lookups(self, request, model_admin):
+        return [("corrupt", "corrupt or missing"), ("unchecked", "never checked")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "corrupt":
+            return queryset.filter(corrupt_at__isnull=False)
+        if self.value() == "unchecked":
+            return queryset.filter(checked_at__isnull=True)
+        return queryset
+
+
 @admin.register(Blob)
 class BlobAdmin(admin.ModelAdmin):
-    list_display = ("sha256", "size", "verified", "created")
-    list_filter = ("verified",)
-    search_fields = ("sha256",)
-    readonly_fields = ("sha256", "size", "verified", "created")
+    list_display = ("sha256", "size", "verified", "checked_at", "corrupt_at", "corrupt_reason", "created")
+    list_filter = (CorruptFilter, "verified")
+    search_fields = ("sha256", "key")
+    readonly_fields = ("sha256", "size", "verified", "key", "created", "touched", "checked_at", "corrupt_at",
+                       "corrupt_reason")
+    actions = ["verify_now"]
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    @admin.action(description="Verify the selected blobs now (queued)")
+    def verify_now(self, request, queryset) -> None:
+        from hub.repos.tasks import verify_blob
+
+        for sha in queryset.values_list("sha256", flat=True)[:1000]:
+            verify_blob.delay(sha)
+        self.message_user(request, "queued; corrupt blobs are marked and stop being served")
 
 
 @admin.register(UploadSession)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import time
 import uuid
 from datetime import timedelta
 
@@ -11,7 +12,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from hub.errors import BadRequest, NotFound, UnprocessableEntity
+from hub.errors import BadRequest, BlobCorrupt, NotFound, UnprocessableEntity
 from hub.repos.models import Blob, BlobProof, UploadSession
 from storage.objectstore import ObjectMissingError, ObjectStore, StoreUnavailableError, from_url
 
@@ -51,7 +52,8 @@ def lfs_pointer_oid(sha256: str, size: int) -> str:
 
 
 def stored_blob(sha256: str) -> Blob | None:
-    return Blob.objects.filter(sha256=sha256, verified=True).first()
+    """The blob, if its bytes are stored and good (verified, not found corrupt since)."""
+    return Blob.objects.filter(sha256=sha256, verified=True, corrupt_at=None).first()
 
 
 def key_of(blob: Blob) -> str:
@@ -59,10 +61,44 @@ def key_of(blob: Blob) -> str:
 
 
 _KEYS: dict[str, str] = {}
+_CORRUPT: tuple[float, frozenset[str]] = (-1e9, frozenset())
+CORRUPT_TTL = 5.0  # seconds a process may keep serving a blob after a check found it corrupt
+
+
+def corrupt_shas() -> frozenset[str]:
+    """Blobs found corrupt or missing, re-read at most every CORRUPT_TTL seconds per process (the
+    set is normally empty: one cheap query, not one per request)."""
+    global _CORRUPT
+    at, shas = _CORRUPT
+    if time.monotonic() - at > CORRUPT_TTL:
+        old, shas = shas, frozenset(Blob.objects.filter(corrupt_at__isnull=False)
+                                    .values_list("sha256", flat=True)[:100_000])
+        for healed in old - shas:  # re-uploaded or restored: its bytes may live under a new key
+            _KEYS.pop(healed, None)
+        _CORRUPT = (time.monotonic(), shas)
+    return shas
+
+
+def check_servable(sha256: str) -> None:
+    if sha256 in corrupt_shas():
+        raise BlobCorrupt(f"the stored bytes of {sha256} failed their integrity check and are not served; "
+                          "the operator has been told (restore the object or upload the file again)")
+
+
+def touch(sha256s: list[str]) -> None:
+    """These stored blobs were just promised to a client (no upload needed): restart GC's grace."""
+    if sha256s:
+        Blob.objects.filter(pk__in=sha256s).update(touched=timezone.now())
+
+
+def forget(sha256: str) -> None:
+    _KEYS.pop(sha256, None)
 
 
 def key_for(sha256: str) -> str:
-    """The object key of a stored blob. Cached per process: a blob's key never changes."""
+    """The object key of a stored blob, for serving it: raises BlobCorrupt for bytes found corrupt.
+    Cached per process: a blob's key never changes."""
+    check_servable(sha256)
     key = _KEYS.get(sha256)
     if key is None:
         row = Blob.objects.filter(pk=sha256).values_list("key", flat=True).first()
@@ -74,17 +110,50 @@ def key_for(sha256: str) -> str:
     return key
 
 
-def _record(sha256: str, size: int, key: str = "", user=None) -> Blob:
-    """Records verified bytes as a blob (first writer wins; a later identical copy is dropped by the
-    caller) and the user's proof of holding them."""
-    try:
-        with transaction.atomic():
-            blob, created = Blob.objects.get_or_create(
-                sha256=sha256, defaults={"size": size, "verified": True, "key": "" if key == blob_key(sha256) else key})
-    except IntegrityError:  # a concurrent upload of the same bytes won the insert
-        blob, created = Blob.objects.get(sha256=sha256), False
+def _proof(blob: Blob, user) -> None:
     if user is not None and getattr(user, "pk", None):
         BlobProof.objects.get_or_create(user=user, blob=blob)
+
+
+def reuse(sha256: str, user=None) -> Blob | None:
+    """The stored blob, locked against garbage collection while the caller's transaction lasts,
+    with the user's proof of holding it and GC's grace period restarted; None if it is not stored
+    (any more). Callers that find None store the bytes themselves."""
+    with transaction.atomic():
+        blob = (Blob.objects.select_for_update().filter(sha256=sha256, verified=True, corrupt_at=None).first())
+        if blob is None:
+            return None
+        Blob.objects.filter(pk=sha256).update(touched=timezone.now())
+        _proof(blob, user)
+    blob._created_now = False
+    return blob
+
+
+def _record(sha256: str, size: int, key: str, user=None) -> Blob:
+    """Records verified bytes the caller holds at `key` as the blob. If good bytes are stored
+    already, returns that blob (`_created_now` False: the caller drops its copy). A blob whose
+    stored bytes were found corrupt, or never verified, is healed: it points at these bytes now."""
+    canonical = key == blob_key(sha256)
+    with transaction.atomic():
+        blob = Blob.objects.select_for_update().filter(pk=sha256).first()
+        created = False
+        if blob is None:
+            try:
+                with transaction.atomic():
+                    blob = Blob.objects.create(sha256=sha256, size=size, verified=True, key="" if canonical else key)
+                created = True
+            except IntegrityError:  # a concurrent upload of the same bytes won the insert
+                blob = Blob.objects.select_for_update().get(pk=sha256)
+        if not created and (not blob.verified or blob.corrupt_at is not None):
+            old = key_of(blob)
+            Blob.objects.filter(pk=sha256).update(key="" if canonical else key, verified=True, corrupt_at=None,
+                                                  corrupt_reason="", checked_at=timezone.now())
+            blob.refresh_from_db()
+            forget(sha256)
+            created = True  # these bytes are the blob's now
+            if old != key:
+                transaction.on_commit(lambda: object_store().delete(old))
+        _proof(blob, user)
     blob._created_now = created
     return blob
 
@@ -112,10 +181,11 @@ def ingest_bytes(data: bytes, user=None) -> Blob:
     """Stores small in-memory content (inline commit files). The bytes are in the store before any
     row points at them; identical content is stored once."""
     sha = hashlib.sha256(data).hexdigest()
-    blob = stored_blob(sha)
-    if blob is None:
-        object_store().put_bytes(blob_key(sha), data)
-    return _record(sha, len(data), user=user)
+    blob = reuse(sha, user)
+    if blob is not None:
+        return blob
+    object_store().put_bytes(blob_key(sha), data)
+    return _record(sha, len(data), blob_key(sha), user)
 
 
 def ingest_stream_verified(stream, sha256: str, size: int, user=None) -> Blob:
@@ -143,13 +213,14 @@ def ingest_stream_verified(stream, sha256: str, size: int, user=None) -> Blob:
 def _install(store: ObjectStore, staging: str, sha256: str, size: int, user) -> Blob:
     """Verified bytes at `staging` become the blob, unless the blob exists already (then the copy
     is redundant and the caller deletes it)."""
-    if stored_blob(sha256) is None:
-        key = store.promote(staging, blob_key(sha256))
-        blob = _record(sha256, size, key, user)
-        if not blob._created_now and key != blob_key(sha256):
-            store.delete(key)  # lost a race with an identical upload
+    blob = reuse(sha256, user)
+    if blob is not None:
         return blob
-    return _record(sha256, size, user=user)
+    key = store.promote(staging, blob_key(sha256))
+    blob = _record(sha256, size, key, user)
+    if not blob._created_now and key != key_of(blob):
+        store.delete(key)  # lost a race with an identical upload
+    return blob
 
 
 class _HashingReader(io.RawIOBase):

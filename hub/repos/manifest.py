@@ -9,7 +9,7 @@ import fnmatch
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from hub.errors import EntryNotFound
+from hub.errors import EntryNotFound, HubError
 from hub.repos import blobs, trees
 from hub.repos.models import Blob, Commit, Repo
 
@@ -84,6 +84,14 @@ def download_urls(files: list[FileItem], *, expires: int, fallback: Callable[[Fi
         return []
     store = blobs.object_store()
     shas = list({f.entry.ref for f in files})
+    bad = blobs.corrupt_shas().intersection(shas)
+    if bad:
+        path = next(f.path for f in files if f.entry.ref in bad)
+        try:
+            blobs.check_servable(next(iter(bad)))
+        except HubError as err:
+            err.message = f"{path}: {err.message}"
+            raise
     keys: dict[str, str] = {}
     for i in range(0, len(shas), 500):
         keys.update(Blob.objects.filter(pk__in=shas[i:i + 500]).values_list("sha256", "key"))

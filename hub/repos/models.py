@@ -55,6 +55,14 @@ class Blob(models.Model):
     # stay under their own session key (no copy), so no upload can ever write over verified bytes.
     key = models.CharField(max_length=300, blank=True)
     created = models.DateTimeField(auto_now_add=True)
+    # Last time an upload was skipped because these bytes exist (a commit may follow): GC's grace
+    # period counts from here, so bytes promised to a client are not collected under it.
+    touched = models.DateTimeField(null=True, blank=True)
+    # Integrity: when the stored bytes were last hashed and found right; when they were found wrong
+    # or missing (then the blob is never served: clients get a clear error, not wrong bytes).
+    checked_at = models.DateTimeField(null=True, blank=True)
+    corrupt_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    corrupt_reason = models.CharField(max_length=300, blank=True)
 
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({self.size} B)"

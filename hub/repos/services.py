@@ -350,7 +350,12 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
         if not moved:
             raise Conflict(f"another commit landed on {branch!r} at the same time; retry")
         if ops.blobs:
-            sizes = dict(Blob.objects.filter(pk__in=ops.blobs).values_list("sha256", "size"))
+            # Locked, so garbage collection cannot remove a blob between this check and the refs.
+            sizes = dict(Blob.objects.select_for_update().filter(pk__in=ops.blobs).values_list("sha256", "size"))
+            if len(sizes) != len(ops.blobs):
+                gone = sorted(ops.blobs - set(sizes))
+                raise BadRequest(f"{len(gone)} file(s) of this commit (e.g. sha256 {gone[0]}) are no longer stored: "
+                                 "they were removed as unreferenced; upload them again")
             quotas.charge(ns, sizes, reservations=ops.reservations)
             RepoBlob.objects.bulk_create([RepoBlob(repo=repo, blob_id=b) for b in ops.blobs], ignore_conflicts=True)
         fields = {"last_modified": commit.created}

@@ -20,3 +20,38 @@ def prune_repo(repo_id: int) -> int:
 
     repo = Repo.objects.filter(pk=repo_id).first()
     return do_prune_repo(repo) if repo is not None else 0
+
+
+@shared_task(acks_late=True, autoretry_for=(OSError,), retry_backoff=True, max_retries=5)
+def verify_blob(sha256: str) -> bool | None:
+    """Hashes one blob's stored bytes; marks it verified, or corrupt (and tells the operator)."""
+    from hub.repos.integrity import verify_blob as verify
+
+    return verify(sha256)
+
+
+@shared_task(acks_late=True, autoretry_for=(OSError,), retry_backoff=True, max_retries=5)
+def verify_unverified() -> dict:
+    """Periodic: checks blobs recorded without verification."""
+    from hub.repos.integrity import verify_unverified as run
+
+    return run()
+
+
+@shared_task(acks_late=True, autoretry_for=(OSError,), retry_backoff=True, max_retries=5)
+def scrub(max_blobs: int = 100) -> dict:
+    """Periodic: re-checks the blobs checked longest ago."""
+    from hub.repos.integrity import scrub as run
+
+    return run(max_blobs=max_blobs)
+
+
+@shared_task(acks_late=True, autoretry_for=(OSError,), retry_backoff=True, max_retries=5)
+def collect_garbage(grace_seconds: int = 3600) -> dict:
+    """Periodic: expired sessions, unreferenced blobs and orphan objects after the grace period,
+    quota usage reconciled from the references. Idempotent: a re-run finds less to do."""
+    from datetime import timedelta
+
+    from hub.repos import gc
+
+    return gc.run(timedelta(seconds=grace_seconds)).as_dict()
