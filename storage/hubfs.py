@@ -343,13 +343,17 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
 
     # --- reading ------------------------------------------------------------------------------------
 
-    def _read_range(self, path: str, start: int, end: int) -> bytes:
-        """Bytes [start, end) of the file, in one ranged GET straight from where the bytes are."""
+    def _read_range(self, path: str, start: int, end: int, etag: str | None = None) -> bytes:
+        """Bytes [start, end) of the file, in one ranged GET straight from where the bytes are. For a
+        volume file opened earlier, `etag` pins the version that was opened."""
         vpath = self._volume(path)
         if vpath is not None:
             try:
-                return volume.read_range(self.client, vpath, start, end)
+                return volume.read_range(self.client, vpath, start, end, etag=etag)
             except HubClientError as err:
+                if err.status == 412:
+                    raise OSError(errno.ESTALE, f"{path} was replaced while it was being read; open it again",
+                                  path) from err
                 raise _os_error(err, path) from err
         r, item = self._item(path)
         end = min(end, item["size"])
@@ -659,7 +663,8 @@ def _volume_info(e: dict) -> dict:
 
 class HubFile(AbstractBufferedFile):
     def _fetch_range(self, start: int, end: int) -> bytes:
-        return self.fs._read_range(self.path, start, end)
+        # Every block comes from the version opened: a volume file replaced meanwhile raises ESTALE.
+        return self.fs._read_range(self.path, start, end, etag=(self.details or {}).get("etag"))
 
 
 class VolumeWriteFile(AbstractBufferedFile):

@@ -82,11 +82,15 @@ def delete(client: HubClient, path: str, *, recursive: bool = False) -> None:
                                         {"recursive": "true" if recursive else None}))
 
 
-def read_range(client: HubClient, path: str, start: int, end: int) -> bytes:
-    """Bytes [start, end) of a file, in one ranged GET (redirected to the store on S3)."""
+def read_range(client: HubClient, path: str, start: int, end: int, *, etag: str | None = None) -> bytes:
+    """Bytes [start, end) of a file, in one ranged GET (redirected to the store on S3). With `etag`,
+    only of that version: a file replaced since fails (412) rather than mixing old and new bytes."""
     if start >= end:
         return b""
-    resp = client.request("GET", file_url(client, path), headers={"Range": f"bytes={start}-{end - 1}"})
+    headers = {"Range": f"bytes={start}-{end - 1}"}
+    if etag:
+        headers["If-Match"] = f'"{etag}"'
+    resp = client.request("GET", file_url(client, path), headers=headers)
     data = resp.data
     if resp.status == 200:
         data = data[start:end]  # a server that ignored the range

@@ -160,3 +160,22 @@ def test_it_maps_failures_to_python_errors(dataset, hub_env, unique):
     anonymous = fsspec.filesystem("hub", endpoint=hub_env.url, token=False)
     with pytest.raises(FileNotFoundError):  # private: indistinguishable from missing
         anonymous.cat(f"datasets/{repo_id}/README.md")
+
+
+def test_a_volume_file_read_in_blocks_never_mixes_two_versions(hub_env, unique):
+    """Each block is fetched with If-Match on the version opened: when the file is replaced between
+    two blocks, the reader gets ESTALE, not the first half of one file and the rest of another."""
+    import errno
+
+    fs = fsspec.filesystem("hub", skip_instance_cache=True)
+    path = f"hub://volume/stale-{unique}/f.bin"
+    old, new = os.urandom(3 * MiB), os.urandom(3 * MiB)
+    fs.pipe_file(path, old)
+    with fs.open(path, "rb", block_size=MiB, cache_type="none") as f:
+        assert f.read(MiB) == old[:MiB]
+        fsspec.filesystem("hub", skip_instance_cache=True).pipe_file(path, new)
+        with pytest.raises(OSError) as err:
+            f.read(MiB)
+        assert err.value.errno == errno.ESTALE and "open it again" in str(err.value)
+    with fs.open(path, "rb", block_size=MiB) as f:  # a new open reads the new version
+        assert f.read() == new

@@ -170,6 +170,11 @@ def can_reference(user, sha256s: list[str]) -> set[str]:
     ok: set[str] = set()
     if user is not None:
         ok |= set(BlobProof.objects.filter(user=user, blob_id__in=wanted).values_list("blob_id", flat=True))
+        if wanted - ok:  # files of their own volume, however they got there
+            from hub.volumes.models import VolumeEntry
+
+            ok |= set(VolumeEntry.objects.filter(volume__namespace__user=user, blob_id__in=wanted - ok)
+                      .values_list("blob_id", flat=True))
     rest = wanted - ok
     if rest:
         readable = visible_repos(user).values("pk")

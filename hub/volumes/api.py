@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hub.cursors import decode_cursor, encode_cursor
-from hub.errors import BadRequest, Forbidden, HubError, NotFound, Unauthorized
+from hub.errors import BadRequest, Forbidden, HubError, NotFound, PreconditionFailed, Unauthorized
 from hub.repos import blobs, serving
 from hub.volumes import services, uploads
 from hub.volumes.models import Volume
@@ -217,16 +217,22 @@ class MoveView(VolumeView):
 class FileView(VolumeView):
     @extend_schema(operation_id="volume_read",
                    summary="Read a file (Range supported; with S3, a 302 to a short-lived URL of the bytes)",
-                   parameters=[PATH_PARAM, OpenApiParameter("Range", OpenApiTypes.STR, OpenApiParameter.HEADER)],
+                   parameters=[PATH_PARAM, OpenApiParameter("Range", OpenApiTypes.STR, OpenApiParameter.HEADER),
+                               OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
+                                                description="read only this version (412 once the file changed)")],
                    responses={(200, "application/octet-stream"): OpenApiTypes.BINARY,
                               (206, "application/octet-stream"): OpenApiTypes.BINARY,
                               302: OpenApiResponse(description="redirect to the bytes"),
                               304: OpenApiResponse(description="If-None-Match matched"),
-                              **errors(400, 401, 404, 409, 416)})
+                              **errors(400, 401, 404, 409, 412, 416)})
     def get(self, request: Request, path: str) -> HttpResponse:
         path = services.check_volume_path(path)
         entry = services.access_file(self.volume, path)
         headers = _file_headers(entry)
+        wanted = _etag(request.headers.get("If-Match"))
+        if wanted and wanted not in ("*", entry.blob_id):
+            raise PreconditionFailed(f"{path} has changed (its ETag is now {entry.blob_id}); open it again",
+                                     headers={"ETag": f'"{entry.blob_id}"'})
         known = request.headers.get("If-None-Match")
         if known and (known.strip() == "*" or entry.blob_id in {_etag(t) for t in known.split(",")}):
             resp = HttpResponse(status=304)
