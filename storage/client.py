@@ -338,6 +338,10 @@ class HubClient:
                 if not location or hops > 5:
                     raise TransportError(f"too many redirects from {url}", code="TooManyRedirects")
                 url = urljoin(url, location)
+                if headers and origin(url) != self._origin:
+                    # Conditions on the hub's ETag (sha256) mean nothing to the store, whose ETags
+                    # differ: the hub already checked them before redirecting.
+                    headers = {k: v for k, v in headers.items() if k.lower() not in ("if-match", "if-none-match")}
                 continue
             if resp.status in retry.statuses and attempt + 1 < retry.attempts:
                 delay = retry.delay(attempt, resp.headers.get("Retry-After"))
