@@ -11,6 +11,11 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
     pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
 fi
 
+# Debian's docker-compose validates docker-compose.yml (no container engine runs here).
+if ! command -v docker-compose >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker-compose >/dev/null || true
+fi
+
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 
