@@ -1,0 +1,22 @@
+"""The mount agent: repos (read-only, pinned to a commit) and the caller's volume (read-write) as FUSE
+filesystems, over the hub's HTTP API, with a local cache of file bytes shared by every mount and by
+`hub pull` (storage.blobcache). Imports no Django; libfuse is loaded only when something is mounted.
+
+    hub mount alice/model@v1 /mnt/model        hub mount volume /mnt/vol        hub mount --auto
+    hub umount /mnt/model                      hub umount --auto
+
+Modules: commands (the `mount`/`umount` subcommands: add_parsers), agent (--auto), repofs and
+volumefs (the FUSE operations), fetch (bytes into the cache), system (mount table, fusermount3).
+"""
+from __future__ import annotations
+
+import ctypes.util
+import os
+
+# mfusepy loads libfuse 2 when both are installed; the mounts are written for libfuse 3.
+if not (os.environ.get("FUSE_LIBRARY_PATH") or os.environ.get("FUSE_LIBRARY_NAME")) and ctypes.util.find_library("fuse3"):
+    os.environ["FUSE_LIBRARY_NAME"] = "fuse3"
+
+from storage.mount.commands import add_parsers  # noqa: E402
+
+__all__ = ["add_parsers"]

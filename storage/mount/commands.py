@@ -1,0 +1,364 @@
+"""`hub mount` and `hub umount`: argparse subcommands (add_parsers) and what they run.
+
+Without --foreground, `hub mount` checks what it can in this process (the token, the repo, the
+revision — resolved here, once, to the commit the mount is pinned to), starts a detached mount
+process, waits until the kernel has the mount (or the process says why it could not), and returns.
+With --foreground the mount process is this one, for systemd and other service managers.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from storage.blobcache import BlobCache, cache_dir, cache_limit
+from storage.client import MODEL, REPO_TYPES, HubClientError, HubPath, UsageError, parse_hub_path
+from storage.mount import system
+
+EPILOG = ("Settings: HUB_ENDPOINT and HUB_TOKEN (with --auto: HUB_INSTANCE_TOKEN and HUB_MOUNT_ROOT, default "
+          "/mnt/hub); HUB_CACHE_DIR (default ~/.cache/hub) and HUB_CACHE_SIZE for the local cache of file bytes "
+          "that every mount and `hub pull` share. HUB_DEBUG=1 shows tracebacks.")
+READY_TIMEOUT = 120.0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Adds `mount` and `umount` to the `hub` command's subparsers."""
+    p = sub.add_parser("mount", help="mount a repo (read-only) or your volume (read-write) with FUSE", epilog=EPILOG,
+                       description=(
+                           "Mounts REPO[@REV] read-only at PATH, pinned to the commit the revision names now; "
+                           "`volume` mounts your volume read-write (a file's new bytes upload when it is closed, "
+                           "and appear atomically); --auto mounts what this instance's spec lists under "
+                           "HUB_MOUNT_ROOT and sends heartbeats. Bytes are fetched as they are read and kept in a "
+                           "local cache shared by all mounts. Returns once the mount is ready, leaving a "
+                           "process behind (--foreground: stays attached)."))
+    p.add_argument("what", nargs="?", metavar="REPO|volume",
+                   help="NS/NAME[@REV] (a model unless --type), datasets/NS/NAME[@REV], models/..., or volume")
+    p.add_argument("path", nargs="?", metavar="PATH", help="the mount point (created if missing)")
+    p.add_argument("--auto", action="store_true", help="mount this instance's spec (HUB_INSTANCE_TOKEN)")
+    p.add_argument("--type", choices=REPO_TYPES, help="the kind of repo NS/NAME is (default: model)")
+    p.add_argument("--revision", help="branch, tag or commit (default: the default branch; or REPO@REV)")
+    p.add_argument("--root", metavar="DIR", help="with --auto: where to mount (default: HUB_MOUNT_ROOT or /mnt/hub)")
+    p.add_argument("-f", "--foreground", action="store_true", help="stay attached (for systemd); Ctrl-C unmounts")
+    p.add_argument("--log-file", metavar="FILE", help="log here (default: stderr with --foreground, else a file "
+                                                      "under HUB_CACHE_DIR/logs)")
+    p.add_argument("--allow-other", action=argparse.BooleanOptionalAction, default=None,
+                   help="let other users see the mount (default: yes when run as root)")
+    p.add_argument("--no-prefetch", action="store_true", help="do not fetch a listed directory's small files early")
+    p.add_argument("--timeout", type=float, default=READY_TIMEOUT, help="seconds to wait for the mount to be ready")
+    p.add_argument("-v", "--verbose", action="store_true", help="log more")
+    p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_mount)
+
+    p = sub.add_parser("umount", help="unmount what `hub mount` mounted", epilog=EPILOG, description=(
+        "Unmounts PATH and waits for its mount process to end (a file open for writing is uploaded when it is "
+        "closed, not on unmount). A busy mount is detached lazily and disappears when its last file is closed. "
+        "--auto stops `hub mount --auto` and unmounts everything under HUB_MOUNT_ROOT."))
+    p.add_argument("path", nargs="?", metavar="PATH")
+    p.add_argument("--auto", action="store_true", help="everything `hub mount --auto` mounted")
+    p.add_argument("--root", metavar="DIR", help="with --auto: default HUB_MOUNT_ROOT or /mnt/hub")
+    p.add_argument("-z", "--lazy", action="store_true", help="detach even when busy")
+    p.set_defaults(func=cmd_umount)
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def mount_root(args: argparse.Namespace) -> Path:
+    return Path(os.path.abspath(args.root or os.environ.get("HUB_MOUNT_ROOT") or "/mnt/hub"))
+
+
+def default_log(mountpoint: str) -> str:
+    d = cache_dir() / "logs"
+    d.mkdir(parents=True, exist_ok=True)
+    slug = mountpoint.strip("/").replace("/", "_") or "root"
+    return str(d / f"mount-{slug}.log")
+
+
+def _target(args: argparse.Namespace) -> HubPath:
+    if not args.what or not args.path:
+        raise UsageError("usage: hub mount REPO PATH, hub mount volume PATH, or hub mount --auto", code="Usage")
+    hp = parse_hub_path(args.what, args.type or MODEL)
+    if hp.path:
+        raise UsageError(f"mount a whole {'volume' if hp.kind == 'volume' else 'repo'}, not a path inside it "
+                         f"({hp.path!r})", code="BadPath")
+    if hp.kind == "volume" and args.revision:
+        raise UsageError("a volume has no revisions", code="Usage")
+    return hp
+
+
+def cmd_mount(args: argparse.Namespace) -> int:
+    if args.auto:
+        from storage.mount.agent import cmd_auto
+
+        if args.what or args.path:
+            raise UsageError("hub mount --auto takes no REPO or PATH (the instance's spec says what goes where)",
+                             code="Usage")
+        return cmd_auto(args)
+    hp = _target(args)
+    system.check_fuse()
+    from storage.mount.common import MountClient
+
+    client = MountClient()
+    if hp.kind == "volume":
+        from storage import volume
+
+        volume.stat(client, "")  # the token may use the volume: fail here, not in the background
+        what = "volume"
+    else:
+        commit = client.resolve_commit(hp.repo_type, hp.repo_id, args.revision or hp.revision)
+        what = f"{hp.repo_type}s/{hp.repo_id}@{commit}"
+    mountpoint = system.prepare_mountpoint(args.path)
+    if args.foreground:
+        return serve(what, mountpoint, client=client, log_file=args.log_file, ready_fd=args.ready_fd,
+                     allow_other=args.allow_other, prefetch=not args.no_prefetch, verbose=args.verbose)
+    log_file = args.log_file or default_log(mountpoint)
+    extra = [*(["--no-prefetch"] if args.no_prefetch else []), *(["-v"] if args.verbose else []),
+             *([] if args.allow_other is None else ["--allow-other" if args.allow_other else "--no-allow-other"])]
+    spawn(["mount", what, mountpoint, *extra], log_file=log_file, timeout=args.timeout)
+    pinned = f" at {what.rsplit('@', 1)[1][:12]}" if "@" in what else ""
+    _say(f"mounted {hp.prefix.split('@')[0]}{pinned} on {mountpoint} (log: {log_file})")
+    return 0
+
+
+def cmd_umount(args: argparse.Namespace) -> int:
+    if args.auto:
+        from storage.mount.agent import umount_auto
+
+        return umount_auto(mount_root(args), lazy=args.lazy)
+    if not args.path:
+        raise UsageError("usage: hub umount PATH, or hub umount --auto", code="Usage")
+    path = os.path.abspath(args.path)
+    if not system.is_mounted(path):
+        raise HubClientError(f"{path} is not mounted", code="NotMounted")
+    note = system.unmount(path, lazy=args.lazy)
+    _say(note or f"unmounted {path}")
+    return 0
+
+
+# --- the mount process ------------------------------------------------------------------------------
+
+class Ready:
+    """Tells the `hub mount` that started this process how it went, over an inherited pipe."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+
+    def send(self, line: str) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.write(self.fd, (line.replace("\n", " ") + "\n").encode())
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+
+    def ok(self) -> None:
+        self.send("ready")
+        self.close()
+
+    def error(self, message: str) -> None:
+        self.send(f"error: {message}")
+        self.close()
+
+
+def serve(what: str, mountpoint: str, *, client=None, log_file: str | None = None, ready_fd: int | None = None,
+          allow_other: bool | None = None, prefetch: bool = True, verbose: bool = False) -> int:
+    """Mounts `what` (`volume`, or TYPEs/NS/NAME@COMMIT) at `mountpoint` and serves it until it is
+    unmounted (or this process gets SIGTERM/SIGINT). Returns the exit status."""
+    import logging
+
+    from storage.mount.common import MountClient, configure_logging
+
+    configure_logging(log_file, verbose)
+    log = logging.getLogger("hub.mount")
+    ready = Ready(ready_fd)
+    try:
+        try:
+            import mfusepy
+        except (ImportError, OSError) as err:
+            raise UsageError(f"cannot load libfuse3 ({err}): install it (apt-get install fuse3) and mfusepy",
+                             code="NoFuse") from None
+        client = client or MountClient()
+        root = cache_dir()
+        cache = BlobCache(root, cache_limit(root))
+        from storage.mount.fetch import Fetcher
+
+        fetcher = Fetcher(client, cache)
+        hp = parse_hub_path(what)
+        readahead = False
+
+        def on_ready() -> None:
+            log.info("mounted %s on %s (cache %s, up to %.1f GiB)", what, mountpoint, cache.root, cache.limit / 2**30)
+            ready.ok()
+            if readahead:
+                _raise_readahead(mountpoint)
+
+        if hp.kind == "volume":
+            from storage.mount.volumefs import VolumeOps
+
+            ops = VolumeOps(client, fetcher, cache.root / "spool", on_ready=on_ready)
+            fsname = "hub:volume"
+        else:
+            from storage.mount.repofs import RepoOps, RepoTree
+
+            commit = hp.revision
+            info = client.repo_info(hp.repo_type, hp.repo_id, commit)
+            if info.get("sha") != commit:
+                raise HubClientError(f"{hp.repo_id} has no commit {commit}", code="RevisionNotFound")
+            tree = RepoTree(client, hp.repo_type, hp.repo_id, commit)
+            tree.load()
+            ops = RepoOps(tree, fetcher, mtime=_timestamp(info.get("lastModified")), prefetch=prefetch,
+                          on_ready=on_ready)
+            fsname = f"hub:{hp.repo_type}s/{hp.repo_id}@{commit[:12]}"
+            readahead = True
+        system.write_pidfile(mountpoint, what=what)
+        if allow_other is None:
+            allow_other = os.geteuid() == 0
+        options = {"fsname": fsname, "subtype": "hub"}
+        if allow_other:
+            options["allow_other"] = True
+        log.info("mounting %s on %s", what, mountpoint)
+        try:
+            mfusepy.FUSE(ops, mountpoint, foreground=True, raw_fi=True, **options)
+        except RuntimeError as err:
+            raise HubClientError(f"could not mount on {mountpoint} (libfuse status {err}); see "
+                                 f"{log_file or 'the messages above'}", code="MountFailed") from None
+        finally:
+            system.remove_pidfile(mountpoint)
+        return 0
+    except HubClientError as err:
+        log.error("cannot mount %s on %s: %s", what, mountpoint, err.message)
+        ready.error(err.message)
+        raise
+    except BaseException as err:
+        ready.error(f"{type(err).__name__}: {err}")
+        raise
+
+
+def _timestamp(text: str | None) -> float:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()
+
+
+def _raise_readahead(mountpoint: str, kib: int = 4096) -> None:
+    """Lets the kernel read ahead 4 MiB (not 128 KiB) on a repo mount, in requests of up to 1 MiB:
+    fewer, larger reads into Python. Needs root; harmless to skip."""
+    def work() -> None:
+        for _ in range(50):
+            dev = system.device_of(mountpoint)
+            if dev:
+                try:
+                    Path(f"/sys/class/bdi/{dev}/read_ahead_kb").write_text(str(kib))
+                except OSError:
+                    pass
+                return
+            time.sleep(0.1)
+
+    import threading
+
+    threading.Thread(target=work, daemon=True).start()
+
+
+# --- starting a detached mount process ----------------------------------------------------------------
+
+def spawn(argv: list[str], *, log_file: str, timeout: float, env: dict | None = None) -> list[str]:
+    """Runs `python -m storage.mount ARGV --foreground` detached (its own session, cwd /, output to
+    the log), and waits for it to report. Returns its warnings; raises HubClientError with its error."""
+    import storage
+
+    env = dict(os.environ if env is None else env)
+    src_root = str(Path(storage.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src_root, env.get("PYTHONPATH")) if p)
+    r, w = os.pipe()
+    Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as logf:
+        proc = subprocess.Popen([sys.executable, "-m", "storage.mount", *argv, "--foreground", "--ready-fd", str(w),
+                                 "--log-file", log_file], pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=logf,
+                                stderr=logf, start_new_session=True, cwd="/", env=env)
+    os.close(w)
+    warnings: list[str] = []
+    buf = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                system.terminate(proc.pid, 10)
+                raise HubClientError(f"the mount was not ready after {timeout:.0f} s; see {log_file}", code="Timeout")
+            readable, _, _ = select.select([r], [], [], min(left, 1.0))
+            if not readable:
+                continue
+            chunk = os.read(r, 4096)
+            if not chunk:
+                status = proc.wait(10)
+                raise HubClientError(f"the mount process exited (status {status}) before the mount was ready; "
+                                     f"see {log_file}", code="MountFailed")
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                text = line.decode(errors="replace")
+                if text == "ready":
+                    return warnings
+                if text.startswith("error: "):
+                    proc.wait(30)
+                    raise HubClientError(text[len("error: "):], code="MountFailed")
+                if text.startswith("warn: "):
+                    warnings.append(text[len("warn: "):])
+    finally:
+        os.close(r)
+
+
+# --- `python -m storage.mount` ------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hub", description="Mount repos and your volume of the hub.")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+    add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The same conventions as `hub`: one `error: ...` line and status 1 (2 for usage errors)."""
+    import traceback
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    debug = os.environ.get("HUB_DEBUG", "") not in ("", "0")
+    try:
+        return args.func(args)
+    except UsageError as err:
+        if debug:
+            traceback.print_exc()
+        _say(f"error: {err.message}")
+        return 2
+    except HubClientError as err:
+        if debug:
+            traceback.print_exc()
+        _say(f"error: {err.message}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # noqa: BLE001 - the one top-level handler
+        if debug:
+            traceback.print_exc()
+        _say(f"error: {type(err).__name__}: {err} (set HUB_DEBUG=1 for a traceback)")
+        return 1

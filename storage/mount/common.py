@@ -1,0 +1,138 @@
+"""What both kinds of mount share: the client's patience, hub errors as errno values, log lines."""
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from storage.client import (
+    RETRY,
+    AuthError,
+    ConflictError,
+    HubClient,
+    HubClientError,
+    NotFoundError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    RetryPolicy,
+    UsageError,
+)
+
+log = logging.getLogger("hub.mount")
+
+# A hub restart takes seconds: keep retrying for about half a minute (8 tries, waits 0.5 s … 8 s),
+# then fail the call with EIO. Connect and read timeouts bound each try, so nothing waits forever.
+MOUNT_RETRY = RetryPolicy(attempts=8, base=0.5, cap=8.0)
+
+
+class MountClient(HubClient):
+    """The hub client with the mount's retry policy for every call that uses the default one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("connect_timeout", 5.0)
+        kwargs.setdefault("read_timeout", 60.0)
+        super().__init__(*args, **kwargs)
+
+    def request(self, method: str, url: str, *, retry: RetryPolicy = RETRY, **kwargs: Any):
+        return super().request(method, url, retry=MOUNT_RETRY if retry is RETRY else retry, **kwargs)
+
+
+_BY_CODE = {"FileExists": errno.EEXIST, "NotADirectory": errno.ENOTDIR, "IsADirectory": errno.EISDIR,
+            "DirectoryNotEmpty": errno.ENOTEMPTY, "InvalidPath": errno.EINVAL, "PreconditionFailed": errno.EEXIST,
+            "QuotaExceeded": errno.EDQUOT}
+
+
+def errno_of(err: HubClientError) -> int:
+    """The errno a hub error becomes in a mount."""
+    if err.code in _BY_CODE:
+        return _BY_CODE[err.code]
+    if isinstance(err, QuotaExceededError) or err.status == 413:
+        return errno.EDQUOT
+    if isinstance(err, NotFoundError):
+        return errno.ENOENT
+    if isinstance(err, AuthError | PermissionDeniedError):
+        return errno.EACCES
+    if isinstance(err, ConflictError):
+        return errno.EEXIST
+    if isinstance(err, UsageError) or err.status == 400:
+        return errno.EINVAL
+    return errno.EIO
+
+
+# Expected answers to ordinary calls (a lookup of a name that is not there...): not worth a log line.
+QUIET = {errno.ENOENT, errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR}
+
+
+class ErrorLog:
+    """One line per error, but the same line at most once per `every` seconds (a training job
+    that retries in a loop must not fill the disk with the same sentence)."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        self.every = every
+        self.last: dict[str, tuple[float, int]] = {}
+        self.lock = threading.Lock()
+        self.auth_reported = False
+
+    def error(self, message: str) -> None:
+        now = time.monotonic()
+        with self.lock:
+            when, hidden = self.last.get(message, (0.0, 0))
+            if now - when < self.every:
+                self.last[message] = (when, hidden + 1)
+                return
+            self.last[message] = (now, 0)
+        log.error(message + (f" (and {hidden} more times)" if hidden else ""))
+
+    def hub_error(self, op: str, path: str, err: HubClientError, code: int) -> None:
+        if code in QUIET:
+            return
+        if isinstance(err, AuthError):
+            self.error(f"the hub rejected the token ({err.message}); has it been revoked? every call now fails "
+                       "with EACCES until the mount is restarted with a valid token")
+            return
+        self.error(f"{op} {path}: {err.message} ({errno.errorcode.get(code, code)})")
+
+
+def fuse_op(fn: Callable) -> Callable:
+    """Turns what an operation raises into the errno FUSE returns: hub errors by errno_of (logged
+    once), OSError as is, anything else EIO with a traceback in the log."""
+    from mfusepy import FuseOSError
+
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(self, *args):
+        try:
+            return fn(self, *args)
+        except HubClientError as err:
+            code = errno_of(err)
+            self.errors.hub_error(name, args[0] if args else "", err, code)
+            raise FuseOSError(code) from None
+        except OSError:
+            raise
+        except ValueError as err:  # a malformed hash or path from the hub: refuse rather than guess
+            self.errors.error(f"{name} {args[0] if args else ''}: {err} (EIO)")
+            raise FuseOSError(errno.EIO) from None
+        except Exception:
+            log.exception("%s %s failed", name, args[0] if args else "")
+            raise FuseOSError(errno.EIO) from None
+
+    return wrapper
+
+
+def configure_logging(log_file: str | None, verbose: bool = False) -> None:
+    """Log lines to `log_file` (appended), else to stderr."""
+    handler: logging.Handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s hub-mount[%(process)d] %(levelname)s %(message)s"))
+    root = logging.getLogger("hub.mount")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+    fuse_log = logging.getLogger("fuse")  # mfusepy's own messages
+    fuse_log.handlers[:] = [handler]
+    fuse_log.setLevel(logging.WARNING)
+    fuse_log.propagate = False

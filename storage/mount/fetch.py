@@ -1,0 +1,530 @@
+"""Bytes for the mounts: whole small files into the shared cache, large files in blocks.
+
+* A file below WHOLE_FILE is fetched in one GET when it is opened (or prefetched when its directory
+  is listed), verified by sha256 and put in the cache; reads are then pread(2) on the cached blob.
+* A larger file is a StreamingBlob: a sparse part file in the cache's tmp/, filled block by block
+  (BLOCK bytes) as reads need them — the block a read waits for is fetched by the reading thread,
+  the next READ_AHEAD blocks of a sequential reader by a pool. A hasher follows the contiguous
+  prefix; when the whole file is there and its sha256 matches, it is renamed into the cache. Bytes
+  are served before that check (they come from the hub over the same connection a download uses);
+  a file that fails it is dropped and its readers get EIO from then on.
+* Two processes never fetch the same blob at once: the fetcher holds the blob's lock (see
+  storage.blobcache). A StreamingBlob that cannot get it (another mount is filling the cache with
+  that file) still serves its reader, from a part file of its own that it does not add to the cache.
+
+Every request goes through the mount's client (bounded retries with backoff); nothing waits forever.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import urllib3
+
+from storage.blobcache import BlobCache
+from storage.client import RETRYABLE_ERRORS, HubClient, IntegrityError, TransportError
+from storage.mount.common import MOUNT_RETRY
+
+log = logging.getLogger("hub.mount")
+
+MiB = 1 << 20
+BLOCK = 8 * MiB
+WHOLE_FILE = 2 * BLOCK  # below this a file is fetched whole, at open
+READ_AHEAD = 6  # blocks fetched ahead of a sequential reader
+IDLE_STREAMS = 4  # large files kept with their part files after their last close
+LOCK_WAIT = 120.0  # seconds to wait for another process fetching the same blob, then fetch anyway
+URL_REUSE = 300.0  # seconds a redirect target (a presigned store URL) is reused without asking again
+
+
+@dataclass
+class Source:
+    """Where one file's bytes come from. `url` is the hub's URL for it (the manifest's presigned URL
+    while it is fresh, else one the hub redirects to the store); `fresh_url`, if given, asks the hub
+    for a new one after the store refused the old (an expired presigned URL)."""
+
+    sha256: str
+    size: int
+    label: str  # the path, for log lines
+    url: str
+    fresh_url: Callable[[], str] | None = None
+    direct: tuple[str, float] | None = field(default=None, repr=False)  # (redirect target, when learnt)
+
+
+@dataclass
+class Counters:
+    files_fetched: int = 0
+    bytes_fetched: int = 0
+    cache_hits: int = 0
+    prefetched: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, **counts: int) -> None:
+        with self.lock:
+            for k, v in counts.items():
+                setattr(self, k, getattr(self, k) + v)
+
+    def as_dict(self) -> dict:
+        with self.lock:
+            return {"files_fetched": self.files_fetched, "bytes_fetched": self.bytes_fetched,
+                    "cache_hits": self.cache_hits, "prefetched": self.prefetched}
+
+
+class Fetcher:
+    """Fetches files of one mount into `cache`. Thread-safe."""
+
+    def __init__(self, client: HubClient, cache: BlobCache, *, workers: int = 6, prefetch_workers: int = 16) -> None:
+        self.client = client
+        self.cache = cache
+        self.counters = Counters()
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hub-block")
+        self.prefetch_pool = ThreadPoolExecutor(max_workers=prefetch_workers, thread_name_prefix="hub-prefetch")
+        self._prefetch_slots = threading.BoundedSemaphore(prefetch_workers * 4)
+        self._mu = threading.Lock()
+        self._inflight: dict[str, Future] = {}
+        self._streams: dict[str, StreamingBlob] = {}
+        self._idle: OrderedDict[str, StreamingBlob] = OrderedDict()
+        self.closed = False
+
+    # --- HTTP ---------------------------------------------------------------------------------------
+
+    def _open(self, src: Source, start: int, end: int) -> urllib3.BaseHTTPResponse:
+        """A streaming response for bytes [start, end): from the remembered redirect target while it
+        is young, else from the hub (whose redirect, if any, is remembered)."""
+        headers = {"Range": f"bytes={start}-{end - 1}"}
+        if src.direct and time.monotonic() - src.direct[1] < URL_REUSE:
+            try:
+                return self._ranged(src.direct[0], headers, src)
+            except TransportError as err:
+                if err.status not in (400, 401, 403, 404):
+                    raise
+            src.direct = None  # expired or refused: ask the hub again
+        url = src.url
+        for attempt in (0, 1):
+            resp = self.client.request("GET", url, headers=headers, preload=False, follow=False,
+                                       timeout=urllib3.Timeout(connect=5, read=60))
+            if resp.status in (301, 302, 303, 307, 308):
+                location = resp.headers.get("Location")
+                resp.drain_conn()
+                resp.release_conn()
+                if not location:
+                    raise TransportError(f"{src.label}: the hub redirected nowhere", code="BadRedirect")
+                from urllib.parse import urljoin
+
+                location = urljoin(url, location)
+                try:
+                    resp = self._ranged(location, headers, src)
+                except TransportError as err:
+                    if attempt == 0 and err.status in (400, 401, 403) and src.fresh_url is not None:
+                        url = src.url = src.fresh_url()  # the manifest's presigned URL expired
+                        continue
+                    raise
+                src.direct = (location, time.monotonic())
+                return resp
+            return self._check_range(resp, src)
+        raise TransportError(f"{src.label}: no working download URL", code="NoURL")
+
+    def _ranged(self, url: str, headers: dict, src: Source) -> urllib3.BaseHTTPResponse:
+        resp = self.client.request("GET", url, headers=headers, preload=False,
+                                   timeout=urllib3.Timeout(connect=5, read=60))
+        return self._check_range(resp, src)
+
+    @staticmethod
+    def _check_range(resp: urllib3.BaseHTTPResponse, src: Source) -> urllib3.BaseHTTPResponse:
+        if resp.status != 206 and not (resp.status == 200 and src.size <= int(resp.headers.get("Content-Length", -1))):
+            resp.drain_conn()
+            resp.release_conn()
+            raise TransportError(f"{src.label}: the server answered HTTP {resp.status} to a ranged read",
+                                 code="RangeIgnored", status=resp.status)
+        return resp
+
+    def read_range(self, src: Source, start: int, end: int, sink: Callable[[int, bytes], None]) -> None:
+        """Calls sink(offset, chunk) for the bytes [start, end), reconnecting after a failure from
+        the last byte received (MOUNT_RETRY.attempts failures in a row give up)."""
+        pos = start
+        failures = 0
+        while pos < end:
+            try:
+                resp = self._open(src, pos, end)
+                try:
+                    if resp.status == 200 and pos:  # a server that ignored the range
+                        skip = pos
+                        while skip and (chunk := resp.read(min(MiB, skip))):
+                            skip -= len(chunk)
+                    while pos < end and (chunk := resp.read(min(MiB, end - pos))):
+                        sink(pos, chunk)
+                        pos += len(chunk)
+                        failures = 0
+                finally:
+                    resp.drain_conn() if resp.status == 200 else None
+                    resp.release_conn()
+                if pos < end:
+                    raise urllib3.exceptions.ProtocolError(f"connection closed at byte {pos} of {end}")
+            except RETRYABLE_ERRORS as err:
+                failures += 1
+                if failures >= MOUNT_RETRY.attempts or self.closed:
+                    raise TransportError(f"reading {src.label} kept failing: {err}", code="ConnectionError") from err
+                time.sleep(MOUNT_RETRY.delay(failures - 1))
+        self.counters.add(bytes_fetched=end - start)
+
+    # --- whole files ----------------------------------------------------------------------------------
+
+    def ensure_cached(self, src: Source, *, prefetch: bool = False) -> None:
+        """Makes sure the cache holds the whole file, verified. Concurrent calls for the same bytes
+        (other threads, other processes) wait for the one fetch."""
+        if self.cache.get(src.sha256, src.size) is not None:
+            if not prefetch:
+                self.counters.add(cache_hits=1)
+            return
+        with self._mu:
+            fut = self._inflight.get(src.sha256)
+            mine = fut is None
+            if mine:
+                fut = self._inflight[src.sha256] = Future()
+        if not mine:
+            fut.result()
+            return
+        try:
+            self._fetch_whole(src, prefetch)
+            fut.set_result(None)
+        except BaseException as err:
+            fut.set_exception(err)
+            raise
+        finally:
+            with self._mu:
+                self._inflight.pop(src.sha256, None)
+
+    def _fetch_whole(self, src: Source, prefetch: bool) -> None:
+        lock = self.cache.lock(src.sha256)
+        deadline = time.monotonic() + LOCK_WAIT
+        while not lock.acquire(blocking=False):  # another process fetches it: wait, but not forever
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        try:
+            if self.cache.get(src.sha256, src.size) is not None:
+                self.counters.add(cache_hits=0 if prefetch else 1)
+                return
+            buf = bytearray()
+            h = hashlib.sha256()
+
+            def sink(_offset: int, chunk: bytes) -> None:
+                buf.extend(chunk)
+                h.update(chunk)
+
+            if src.size:
+                self.read_range(src, 0, src.size, sink)
+            if h.hexdigest() != src.sha256 or len(buf) != src.size:
+                raise IntegrityError(f"{src.label}: the bytes received hash to {h.hexdigest()}, not {src.sha256}",
+                                     code="ChecksumMismatch")
+            self.cache.put_bytes(src.sha256, buf, verified=True)
+            self.counters.add(files_fetched=1, prefetched=1 if prefetch else 0)
+        finally:
+            lock.release()
+
+    def open_whole(self, src: Source) -> int:
+        """A descriptor of the cached file, fetching it first if needed."""
+        for _ in range(3):
+            fd = self.cache.open(src.sha256, src.size)
+            if fd is not None:
+                return fd
+            self.ensure_cached(src)
+            fd = self.cache.open(src.sha256, src.size)
+            if fd is not None:
+                return fd  # (evicted between the two calls: rare, try again)
+        raise TransportError(f"{src.label}: the cache keeps losing this file; is HUB_CACHE_SIZE too small?",
+                             code="CacheTooSmall")
+
+    def download_to(self, src: Source, fd: int) -> None:
+        """Writes the whole file, verified, to the (empty) descriptor `fd`: a copy of the cached
+        blob, else fetched (small files through the cache, large ones straight into `fd`)."""
+        cached = self.cache.open(src.sha256, src.size)
+        if cached is None and src.size < WHOLE_FILE:
+            cached = self.open_whole(src)
+        if cached is not None:
+            try:
+                offset = 0
+                while offset < src.size:
+                    n = os.copy_file_range(cached, fd, src.size - offset, offset, offset)
+                    if n == 0:
+                        raise IntegrityError(f"{src.label}: the cached copy is short", code="ShortCache")
+                    offset += n
+            finally:
+                os.close(cached)
+            return
+        h = hashlib.sha256()
+
+        def sink(offset: int, chunk: bytes) -> None:
+            _pwrite_all(fd, chunk, offset)
+            h.update(chunk)
+
+        self.read_range(src, 0, src.size, sink)
+        if h.hexdigest() != src.sha256:
+            raise IntegrityError(f"{src.label}: the bytes received hash to {h.hexdigest()}, not {src.sha256}",
+                                 code="ChecksumMismatch")
+        self.counters.add(files_fetched=1)
+
+    def prefetch(self, sources: Iterable[Source], *, max_files: int, max_bytes: int) -> None:
+        """Fetches small files in the background, a bounded number at a time (the caller returns at
+        once). Failures are left for the read that needs the file to report."""
+        def feed() -> None:
+            files = total = 0
+            for src in sources:
+                if self.closed or files >= max_files or total + src.size > max_bytes:
+                    return
+                if self.cache.get(src.sha256, src.size) is not None:
+                    continue
+                files += 1
+                total += src.size
+                self._prefetch_slots.acquire()
+                try:
+                    self.prefetch_pool.submit(self._prefetch_one, src)
+                except RuntimeError:  # shutting down
+                    self._prefetch_slots.release()
+                    return
+
+        threading.Thread(target=feed, name="hub-prefetch-feed", daemon=True).start()
+
+    def _prefetch_one(self, src: Source) -> None:
+        try:
+            if not self.closed:
+                self.ensure_cached(src, prefetch=True)
+        except Exception as err:  # noqa: BLE001 - the read that needs the file reports it
+            log.debug("prefetch of %s failed: %s", src.label, err)
+        finally:
+            self._prefetch_slots.release()
+
+    # --- large files --------------------------------------------------------------------------------
+
+    def stream(self, src: Source) -> StreamingBlob:
+        """The StreamingBlob of this file, shared by every open handle of it; call release() once
+        per call."""
+        with self._mu:
+            blob = self._streams.get(src.sha256)
+            if blob is None or blob.bad:
+                blob = self._idle.pop(src.sha256, None)
+                if blob is None or blob.bad:
+                    blob = StreamingBlob(self, src)
+                self._streams[src.sha256] = blob
+            self._idle.pop(src.sha256, None)
+            blob.users += 1
+            return blob
+
+    def release(self, blob: StreamingBlob) -> None:
+        drop: list[StreamingBlob] = []
+        with self._mu:
+            blob.users -= 1
+            if blob.users > 0:
+                return
+            if self._streams.get(blob.src.sha256) is blob:
+                del self._streams[blob.src.sha256]
+            if blob.bad or blob.committed:
+                drop.append(blob)
+            else:
+                self._idle[blob.src.sha256] = blob
+                while len(self._idle) > IDLE_STREAMS:
+                    drop.append(self._idle.popitem(last=False)[1])
+        for b in drop:
+            b.close()
+
+    def close(self) -> None:
+        self.closed = True
+        with self._mu:
+            blobs = list(self._streams.values()) + list(self._idle.values())
+            self._streams.clear()
+            self._idle.clear()
+        for b in blobs:
+            b.close()
+        self.prefetch_pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+MISSING, FETCHING, PRESENT = 0, 1, 2
+
+
+class StreamingBlob:
+    """One large file being filled block by block into a part file (see the module docstring)."""
+
+    def __init__(self, fetcher: Fetcher, src: Source) -> None:
+        self.fetcher = fetcher
+        self.src = src
+        self.size = src.size
+        self.nblocks = (src.size + BLOCK - 1) // BLOCK
+        self.state = bytearray(self.nblocks)
+        self.errors: dict[int, BaseException] = {}
+        self.cond = threading.Condition()
+        self.users = 0
+        self.bad = False
+        self.committed = False
+        self.closing = False
+        self.busy = 0  # block fetches writing to fd
+        cache = fetcher.cache
+        self.lock = cache.lock(src.sha256)
+        self.owner = self.lock.acquire(blocking=False)  # else another process fills the cache with it
+        self.partial = cache.tmp_path(src.sha256)
+        self.fd = os.open(self.partial, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        os.ftruncate(self.fd, self.size)
+        self.hash = hashlib.sha256()
+        self.hashed_blocks = 0
+        self.hash_lock = threading.Lock()
+
+    def read(self, offset: int, size: int, *, sequential: bool) -> bytes:
+        """Bytes [offset, offset+size) (fewer at the end of the file). Fetches the missing blocks
+        they span in this thread, and the next ones ahead in the pool when `sequential`."""
+        end = min(offset + size, self.size)
+        if offset >= end:
+            return b""
+        first, last = offset // BLOCK, (end - 1) // BLOCK
+        if sequential:
+            self._ahead(last + 1, min(self.nblocks, last + 1 + READ_AHEAD))
+        for i in range(first, last + 1):
+            self._need(i)
+        return os.pread(self.fd, end - offset, offset)
+
+    def _need(self, i: int) -> None:
+        with self.cond:
+            while True:
+                if self.bad:
+                    raise IntegrityError(f"{self.src.label}: the bytes received do not match its sha256",
+                                         code="ChecksumMismatch")
+                if self.state[i] == PRESENT:
+                    return
+                if self.state[i] == MISSING:
+                    self.state[i] = FETCHING
+                    self.busy += 1
+                    break
+                if not self.cond.wait(timeout=5.0) and self.closing:
+                    raise TransportError(f"{self.src.label}: closed while reading", code="Closed")
+        self._fetch(i, raise_errors=True)
+
+    def _ahead(self, start: int, stop: int) -> None:
+        todo = []
+        with self.cond:
+            for i in range(start, stop):
+                if self.state[i] == MISSING and not self.closing:
+                    self.state[i] = FETCHING
+                    self.busy += 1
+                    todo.append(i)
+        for i in todo:
+            try:
+                self.fetcher.pool.submit(self._fetch, i, False)
+            except RuntimeError:
+                with self.cond:
+                    self.state[i] = MISSING
+                    self._done_writing()
+
+    def _fetch(self, i: int, raise_errors: bool) -> None:
+        """Fetches block i (marked FETCHING, counted in busy, by the caller)."""
+        start = i * BLOCK
+        end = min(start + BLOCK, self.size)
+        try:
+            if self.closing:
+                raise TransportError("closed", code="Closed")
+            self.fetcher.read_range(self.src, start, end, lambda off, chunk: _pwrite_all(self.fd, chunk, off))
+        except BaseException as err:
+            with self.cond:
+                self.state[i] = MISSING
+                self.errors[i] = err
+                self._done_writing()
+                self.cond.notify_all()
+            if raise_errors:
+                raise
+            log.debug("read-ahead of %s block %d failed: %s", self.src.label, i, err)
+            return
+        with self.cond:
+            self.state[i] = PRESENT
+            self.errors.pop(i, None)
+            self._done_writing()
+            self.cond.notify_all()
+        self._advance_hash()
+
+    def _done_writing(self) -> None:
+        """(With cond held.) One block fetch less; the last one out closes the file if asked to."""
+        self.busy -= 1
+        if self.closing and self.busy == 0:
+            self._close_fd()
+
+    def _advance_hash(self) -> None:
+        """Hashes the blocks present from the start onwards; one thread at a time, others return."""
+        if not self.hash_lock.acquire(blocking=False):
+            return
+        try:
+            while True:
+                with self.cond:
+                    i = self.hashed_blocks
+                    if i >= self.nblocks or self.state[i] != PRESENT or self.closing:
+                        break
+                    self.busy += 1  # keeps the descriptor open while we read it
+                start = i * BLOCK
+                try:
+                    data = os.pread(self.fd, min(BLOCK, self.size - start), start)
+                finally:
+                    with self.cond:
+                        self._done_writing()
+                self.hash.update(data)
+                self.hashed_blocks += 1
+            done = self.hashed_blocks >= self.nblocks and not self.committed
+        finally:
+            self.hash_lock.release()
+        if done:
+            self._finish()
+        elif self.hashed_blocks < self.nblocks:
+            # A block may have arrived while we held the lock and its thread returned: look again.
+            with self.cond:
+                again = self.state[self.hashed_blocks] == PRESENT and not self.closing
+            if again:
+                self._advance_hash()
+
+    def _finish(self) -> None:
+        digest = self.hash.hexdigest()
+        if digest != self.src.sha256:
+            log.error("%s: the bytes received hash to %s, not %s; dropped, reads fail with EIO",
+                      self.src.label, digest, self.src.sha256)
+            with self.cond:
+                self.bad = True
+                self.cond.notify_all()
+            return
+        self.fetcher.counters.add(files_fetched=1)
+        if not self.owner:
+            self.owner = self.lock.acquire(blocking=False)
+        cache = self.fetcher.cache
+        if self.owner and not self.closing and cache.get(self.src.sha256, self.size) is None:
+            tmp = cache.tmp_path(self.src.sha256)
+            try:
+                os.link(self.partial, tmp)
+                cache.commit(tmp, self.src.sha256, verified=True)
+            except OSError as err:
+                tmp.unlink(missing_ok=True)
+                log.warning("could not add %s to the cache: %s", self.src.label, err)
+        self.committed = True
+        self.lock.release()
+
+    def close(self) -> None:
+        with self.cond:
+            if self.closing:
+                return
+            self.closing = True
+            self.cond.notify_all()
+            if self.busy == 0:
+                self._close_fd()
+        self.lock.release()
+
+    def _close_fd(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+            self.partial.unlink(missing_ok=True)
+
+
+def _pwrite_all(fd: int, chunk: bytes, offset: int) -> None:
+    view = memoryview(chunk)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view = view[n:]
+        offset += n
