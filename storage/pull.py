@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage import blobcache
 from storage.client import DATASET, HubClient, UsageError
 from storage.progress import Progress
 from storage.transfer import (
@@ -313,9 +314,15 @@ def _plan(ctx: Context, sched: Downloads, layout, rf: RemoteFile,
             return
         if state == VERIFY:
             job = FileJob(ctx, layout, rf)  # hashed first, fetched in one stream if it differs
+        elif _from_shared_cache(ctx, layout, rf):
+            return
         else:
             ctx.progress.add_total(rf.size)
-            job = DownloadJob(ctx, rf, layout.partial(rf), lambda p: layout.place(rf, p), layout.lock_path(rf))
+
+            def place(p: Path) -> None:
+                layout.place(rf, p)
+                _to_shared_cache(layout, rf)
+            job = DownloadJob(ctx, rf, layout.partial(rf), place, layout.lock_path(rf))
     inflight[rf.etag] = (job, rf)
     job.then.append(lambda: inflight.pop(rf.etag, None))  # keep the map as small as what is in flight
     sched.submit(job)
@@ -342,6 +349,8 @@ class FileJob(Job):
         if state in (PRESENT, LINK) or (state == VERIFY and layout.verify_existing(rf)):
             ctx.stats.add(files_present=1, bytes_present=rf.size)
             return
+        if _from_shared_cache(ctx, layout, rf):
+            return
         if rf.size < SMALL_FILE:
             ctx.progress.add_total(rf.size)
             partial = layout.partial(rf)
@@ -352,6 +361,7 @@ class FileJob(Job):
             except BaseException:
                 tmp.unlink(missing_ok=True)
                 raise
+            _to_shared_cache(layout, rf)
             ctx.stats.add(files_down=1)
             return
         lock_path = layout.lock_path(rf)
@@ -364,11 +374,42 @@ class FileJob(Job):
             partial = layout.partial(rf)
             SingleDownload(ctx, rf, partial).run()
             layout.place(rf, partial)
+        _to_shared_cache(layout, rf)
         ctx.stats.add(files_down=1)
 
     def complete(self) -> None:
         for fn in self.then:
             fn()
+
+
+def _shared_cache(layout) -> blobcache.BlobCache | None:
+    """The machine's cache of file bytes that mounts fill (storage.blobcache), if a mount made one."""
+    return blobcache.shared_cache() if isinstance(layout, CacheLayout | LocalDirLayout) else None
+
+
+def _from_shared_cache(ctx: Context, layout, rf: RemoteFile) -> bool:
+    """Places rf from the shared cache if it holds its bytes: a hard link into the huggingface_hub
+    cache (both keep blobs immutable), a copy into a --local-dir (whose files a user may edit)."""
+    cache = _shared_cache(layout)
+    if cache is None or cache.get(rf.sha256, rf.size) is None:
+        return False
+    tmp = layout.partial(rf).with_name(f"{rf.etag}.{os.getpid()}-{threading.get_ident()}.hub.shared")
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    if not cache.copy_out(rf.sha256, rf.size, tmp, link=isinstance(layout, CacheLayout)):
+        return False
+    layout.place(rf, tmp)
+    ctx.stats.add(files_present=1, bytes_present=rf.size)
+    return True
+
+
+def _to_shared_cache(layout, rf: RemoteFile) -> None:
+    """Adds a file this pull fetched (and verified) to the shared cache, so mounts need not fetch it."""
+    cache = _shared_cache(layout)
+    if cache is not None:
+        if isinstance(layout, CacheLayout):
+            cache.adopt(layout.blob(rf), rf.sha256, rf.size)
+        else:
+            cache.adopt_copy(layout.target(rf), rf.sha256, rf.size)
 
 
 class PlainLayout:
