@@ -117,6 +117,9 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
+# Serve app static files (the web pages' stylesheet) straight from the apps, so no collectstatic step is
+# needed before a server (or a test server) starts.
+WHITENOISE_USE_FINDERS = True
 STATIC_ROOT = HUB_DATA_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)
 

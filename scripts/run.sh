@@ -9,10 +9,14 @@ PY=${PYTHON:-python3}
 .venv/bin/pip install --quiet --disable-pip-version-check -e .
 .venv/bin/python manage.py hub_init --admin "${HUB_ADMIN:-hubadmin}"
 .venv/bin/python manage.py collectstatic --noinput --verbosity 0
+# The catalog: 300+ datasets and 50+ models (metadata) and a few samples with real files, made offline.
+# Idempotent: a restart updates what changed and creates nothing twice.
+.venv/bin/python manage.py seed_catalog
 PORT=${PORT:-8000}
 cat <<MSG
 
   Hub running at http://127.0.0.1:$PORT  (admin: http://127.0.0.1:$PORT/admin/, account above)
+  Sign in to the web pages: .venv/bin/python manage.py hub_password alice   (then http://127.0.0.1:$PORT/accounts/login)
   A token for scripts:   .venv/bin/python manage.py hub_token alice
   Then, e.g.:            HF_ENDPOINT=http://127.0.0.1:$PORT HF_TOKEN=<token> hf upload alice/demo ./folder
   (files of 10 MB or more upload through plain LFS: set HF_HUB_DISABLE_XET=1)

@@ -26,6 +26,11 @@ if [[ ",${HUB_TEST_BACKENDS:-embedded,pg_rgw}," == *",pg_rgw,"* ]]; then
     if [ -z "${HUB_KEEP_RGW:-}" ]; then trap 'bash tests/s3/rgw.sh stop >/dev/null 2>&1 || true' EXIT; fi
 fi
 
+# The web tests drive Debian's Chromium through Playwright (`playwright install` cannot download a browser here).
+if ! command -v chromium >/dev/null 2>&1; then
+    apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+fi
+
 set +e
 .venv/bin/python -m pytest "$@"
 status=$?

@@ -78,3 +78,21 @@ def do_add_member(org: Namespace, user: User, role: str = Membership.WRITE) -> M
         raise BadRequest(f"unknown role {role!r}: use read, write or admin")
     membership, _ = Membership.objects.update_or_create(namespace=org, user=user, defaults={"role": role})
     return membership
+
+
+def tokens_of(user: User) -> list[ApiToken]:
+    """The user's own API tokens (not those of their instances), newest first, revoked ones too."""
+    from django.db.models import F
+
+    return list(ApiToken.objects.filter(user=user, kind=ApiToken.USER)
+                .order_by(F("revoked_at").asc(nulls_first=True), "-created"))
+
+
+def access_token(user: User, token_id) -> ApiToken:
+    """One of the user's own tokens; anyone else's is as missing as a wrong id."""
+    from hub.errors import NotFound
+
+    row = ApiToken.objects.filter(pk=token_id, user=user, kind=ApiToken.USER).first() if str(token_id).isdigit() else None
+    if row is None:
+        raise NotFound("token not found (or it is not yours)")
+    return row

@@ -1,0 +1,493 @@
+"""The catalog's read side (search, filters, facets, a repo's card and how to use it) and the one
+function that writes catalog metadata (`do_upsert_entry`). Views, the seed command, the samples and
+the benchmark all go through these."""
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field, fields
+
+import markdown
+import nh3
+from django.core.cache import cache
+from django.core.paginator import Page, Paginator
+from django.db import connection, transaction
+from django.db.models import BooleanField, Case, Count, ExpressionWrapper, F, Q, QuerySet, When
+from django.db.models.functions import Lower
+
+from hub.catalog.models import CatalogEntry, CatalogFacet
+from hub.config import format_size
+from hub.errors import EntryNotFound, HubError
+from hub.repos import blobs, trees
+from hub.repos import services as repos
+from hub.repos.models import Commit, Repo
+from hub.repos.validation import check_path
+
+PER_PAGE = 30
+MAX_QUERY = 200
+FACET_TTL = 60  # seconds the filter options (with their counts) are kept per process
+
+# A repo is mirrored when its head holds something besides the .gitattributes of its initial
+# commit (what do_create_repo writes, and all a catalog repo has until its bytes are mirrored).
+MIRRORED = Q(file_count__gt=1) | Q(total_size__gt=len(repos.GITATTRIBUTES))
+# Size shown and sorted by: the bytes there are once mirrored, the upstream estimate before.
+SIZE = Case(When(MIRRORED, then=F("total_size")), default=F("catalog__upstream_size"))
+
+SIZE_BUCKETS: list[tuple[str, str, int | None, int | None]] = [
+    ("lt100m", "< 100 MB", 0, 10**8),
+    ("100m-1g", "100 MB – 1 GB", 10**8, 10**9),
+    ("1g-10g", "1 – 10 GB", 10**9, 10**10),
+    ("10g-100g", "10 – 100 GB", 10**10, 10**11),
+    ("gt100g", "> 100 GB", 10**11, None),
+    ("unknown", "size unknown", None, None),
+]
+SORTS = {
+    "downloads": ("Most downloaded", ["-downloads", Lower("namespace__name"), Lower("name")]),
+    "updated": ("Recently updated", ["-last_modified", "-pk"]),
+    "size": ("Largest", [F("size").desc(nulls_last=True), Lower("namespace__name"), Lower("name")]),
+    "name": ("Name", [Lower("namespace__name"), Lower("name")]),
+}
+MODALITIES = ["text", "image", "audio", "video", "tabular", "multimodal", "code"]
+LANGUAGE_NAMES = {
+    "ar": "Arabic", "bg": "Bulgarian", "bn": "Bengali", "cs": "Czech", "de": "German", "el": "Greek",
+    "en": "English", "es": "Spanish", "et": "Estonian", "fi": "Finnish", "fr": "French", "gu": "Gujarati",
+    "hi": "Hindi", "hr": "Croatian", "hu": "Hungarian", "id": "Indonesian", "it": "Italian", "ja": "Japanese",
+    "kk": "Kazakh", "ko": "Korean", "lt": "Lithuanian", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
+    "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sw": "Swahili", "te": "Telugu",
+    "th": "Thai", "tr": "Turkish", "ur": "Urdu", "vi": "Vietnamese", "yo": "Yoruba", "zh": "Chinese",
+}
+# Shown on the home page when they are in the catalog (the issue's flagship entries).
+HIGHLIGHTS = [
+    (Repo.DATASET, "ILSVRC/imagenet-1k"), (Repo.DATASET, "detection-datasets/coco"),
+    (Repo.DATASET, "phiyodr/coco2017"), (Repo.DATASET, "shareAI/ShareGPT-Chinese-English-90k"),
+    (Repo.MODEL, "THUDM/chatglm3-6b"), (Repo.MODEL, "baichuan-inc/Baichuan2-13B-Chat"),
+    (Repo.MODEL, "Qwen/Qwen2.5-7B-Instruct"), (Repo.MODEL, "hfl/chinese-alpaca-2-7b"),
+]
+
+
+def language_name(code: str) -> str:
+    return LANGUAGE_NAMES.get(code, code)
+
+
+def size_bucket(size: int | None) -> str:
+    for key, _, low, high in SIZE_BUCKETS:
+        if size is None:
+            if low is None and high is None:
+                return key
+        elif low is not None and size >= low and (high is None or size < high):
+            return key
+    return "unknown"
+
+
+# --- writing metadata ---------------------------------------------------------------------------------
+
+@dataclass
+class EntryData:
+    """Catalog metadata of one repo, as the seed file or a sample states it."""
+
+    title: str
+    summary: str = ""
+    license: str = ""
+    tasks: list[str] = field(default_factory=list)
+    modality: list[str] = field(default_factory=list)
+    languages: list[str] = field(default_factory=list)
+    upstream_size: int | None = None
+    upstream_files: int | None = None
+    homepage: str = ""
+    paper: str = ""
+    base_model: str = ""
+    parameters: str = ""
+    upstream_id: str = ""
+    source: str = CatalogEntry.SEED
+
+
+def do_upsert_entry(repo: Repo, data: EntryData) -> tuple[CatalogEntry, str]:
+    """Creates or updates the repo's entry with `data`, its facets and its search text. Returns the
+    entry and what happened: "created", "updated" or "unchanged" (nothing written)."""
+    values = {f.name: getattr(data, f.name) for f in fields(EntryData)}
+    entry = CatalogEntry.objects.filter(repo=repo).first()
+    if entry is not None and all(getattr(entry, k) == v for k, v in values.items()):
+        return entry, "unchanged"
+    with transaction.atomic():
+        if entry is None:
+            entry = CatalogEntry(repo=repo, **values)
+            outcome = "created"
+        else:
+            for k, v in values.items():
+                setattr(entry, k, v)
+            outcome = "updated"
+        entry.search_text = _search_text(repo, entry)
+        entry.save()
+        _set_facets(repo, entry)
+        refresh_search([entry.pk])
+    return entry, outcome
+
+
+def _search_text(repo: Repo, e: CatalogEntry) -> str:
+    parts = [repo.repo_id, e.upstream_id, e.title, e.summary, " ".join(e.tasks).replace("-", " "),
+             " ".join(e.modality), " ".join(language_name(c) for c in e.languages), e.license, e.base_model,
+             e.parameters]
+    return " ".join(p for p in parts if p)
+
+
+def _set_facets(repo: Repo, e: CatalogEntry) -> None:
+    wanted = ({(CatalogFacet.TASK, v) for v in e.tasks} | {(CatalogFacet.MODALITY, v) for v in e.modality}
+              | {(CatalogFacet.LANGUAGE, v) for v in e.languages}
+              | ({(CatalogFacet.LICENSE, e.license)} if e.license else set()))
+    have = set(CatalogFacet.objects.filter(repo=repo).values_list("kind", "value"))
+    for kind, value in have - wanted:
+        CatalogFacet.objects.filter(repo=repo, kind=kind, value=value).delete()
+    CatalogFacet.objects.bulk_create([CatalogFacet(repo=repo, kind=k, value=v[:64]) for k, v in wanted - have])
+
+
+def refresh_search(entry_ids: list[int]) -> None:
+    """Recomputes the stored tsvector of these entries (PostgreSQL only; a no-op elsewhere). The
+    title and id weigh more than the summary."""
+    if connection.vendor != "postgresql" or not entry_ids:
+        return
+    from django.contrib.postgres.search import SearchVector
+
+    vector = (SearchVector("title", weight="A", config="simple")
+              + SearchVector("search_text", weight="B", config="english"))
+    CatalogEntry.objects.filter(pk__in=entry_ids).update(search=vector)
+
+
+# --- searching --------------------------------------------------------------------------------------
+
+@dataclass
+class Query:
+    """A list page's search, filters, sort and page, already checked (unknown values are dropped)."""
+
+    type: str
+    q: str = ""
+    task: str = ""
+    modality: str = ""
+    language: str = ""
+    license: str = ""
+    size: str = ""
+    mirrored: str = ""  # "yes", "no" or "" (either)
+    sort: str = "downloads"
+    page: int = 1
+
+    FILTERS = ("task", "modality", "language", "license", "size", "mirrored")
+
+    @classmethod
+    def from_params(cls, repo_type: str, params) -> Query:
+        def one(name: str, limit: int = 64) -> str:
+            return (params.get(name) or "").strip()[:limit]
+
+        size = one("size")
+        sort = one("sort")
+        try:
+            page = max(1, int(params.get("p") or 1))
+        except ValueError:
+            page = 1
+        return cls(type=repo_type, q=one("q", MAX_QUERY), task=one("task"), modality=one("modality"),
+                   language=one("language"), license=one("license"),
+                   size=size if size in {b[0] for b in SIZE_BUCKETS} else "",
+                   mirrored=one("mirrored") if one("mirrored") in ("yes", "no") else "",
+                   sort=sort if sort in SORTS else "downloads", page=min(page, 10_000))
+
+    @property
+    def active_filters(self) -> list[tuple[str, str]]:
+        return [(k, getattr(self, k)) for k in self.FILTERS if getattr(self, k)]
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _terms(q: str) -> list[str]:
+    return _WORD.findall(q.lower())[:12]
+
+
+def _text_filter(q: str) -> Q | None:
+    """Every word of `q` must match: the id, title, summary, tasks, languages, license. PostgreSQL
+    matches words (and word prefixes, so 'imagen' finds ImageNet) through the GIN-indexed tsvector;
+    other engines match substrings. Repos without catalog metadata match by their id."""
+    terms = _terms(q)
+    if not terms:
+        return None
+    if connection.vendor == "postgresql":
+        from django.contrib.postgres.search import SearchQuery
+
+        raw = " & ".join(f"{t}:*" for t in terms)
+        matches = CatalogEntry.objects.filter(search=SearchQuery(raw, search_type="raw", config="english"))
+        by_name = Q()
+        for t in terms:
+            by_name &= Q(name__icontains=t) | Q(namespace__name__icontains=t)
+        return Q(pk__in=matches.values("repo_id")) | (Q(catalog__isnull=True) & by_name)
+    cond = Q()
+    for t in terms:
+        cond &= (Q(catalog__search_text__icontains=t) | Q(name__icontains=t) | Q(namespace__name__icontains=t))
+    return cond
+
+
+def listing(user, query: Query) -> QuerySet[Repo]:
+    """Repos of `query.type` the user may see, searched, filtered and sorted as `query` says,
+    annotated with `mirrored` and `size`."""
+    qs = (repos.visible_repos(user).filter(type=query.type).select_related("catalog")
+          .annotate(mirrored=ExpressionWrapper(MIRRORED, output_field=BooleanField()), size=SIZE))
+    text = _text_filter(query.q)
+    if text is not None:
+        qs = qs.filter(text)
+    for kind in (CatalogFacet.TASK, CatalogFacet.MODALITY, CatalogFacet.LANGUAGE, CatalogFacet.LICENSE):
+        value = getattr(query, kind)
+        if value:
+            qs = qs.filter(pk__in=CatalogFacet.objects.filter(kind=kind, value=value).values("repo_id"))
+    if query.mirrored == "yes":
+        qs = qs.filter(MIRRORED)
+    elif query.mirrored == "no":
+        qs = qs.exclude(MIRRORED)
+    if query.size:
+        _, _, low, high = next(b for b in SIZE_BUCKETS if b[0] == query.size)
+        if low is None:
+            qs = qs.filter(size__isnull=True)
+        else:
+            qs = qs.filter(size__gte=low)
+            if high is not None:
+                qs = qs.filter(size__lt=high)
+    return qs.order_by(*SORTS[query.sort][1])
+
+
+def search(user, query: Query, per_page: int = PER_PAGE) -> Page:
+    """One page of `listing()`. A page number past the end gives the last page."""
+    paginator = Paginator(listing(user, query), per_page)
+    return paginator.get_page(query.page)
+
+
+def facet_options(repo_type: str) -> dict[str, list[tuple[str, str, int]]]:
+    """For each filter, its values among public repos of this type: (value, label, repos). Kept
+    FACET_TTL seconds per process: filters change only when the catalog is seeded."""
+    key = f"catalog:facets:{repo_type}"
+    found = cache.get(key)
+    if found is not None:
+        return found
+    rows = (CatalogFacet.objects.filter(repo__type=repo_type, repo__private=False)
+            .values_list("kind", "value").annotate(n=Count("id")).order_by("kind", "-n", "value"))
+    out: dict[str, list[tuple[str, str, int]]] = {k: [] for k in CatalogFacet.KINDS}
+    for kind, value, n in rows:
+        label = language_name(value) if kind == CatalogFacet.LANGUAGE else value
+        out[kind].append((value, label, n))
+    out[CatalogFacet.LANGUAGE].sort(key=lambda r: (-r[2], r[1]))
+    cache.set(key, out, FACET_TTL)
+    return out
+
+
+# --- home -----------------------------------------------------------------------------------------
+
+@dataclass
+class HomeStats:
+    datasets: int
+    models: int
+    mirrored: int
+    organisations: int
+    highlights: list[Repo]
+    ready: list[Repo]
+    tasks: dict[str, list[tuple[str, str, int]]]
+    languages: list[tuple[str, str, int]]
+
+
+def home(user) -> HomeStats:
+    visible = repos.visible_repos(user)
+    counts = dict(visible.values_list("type").annotate(n=Count("id")).order_by())
+    base = visible.select_related("catalog").annotate(
+        mirrored=ExpressionWrapper(MIRRORED, output_field=BooleanField()), size=SIZE)
+    wanted = Q()
+    for t, repo_id in HIGHLIGHTS:
+        ns, name = repo_id.split("/")
+        wanted |= Q(type=t, namespace__name=ns, name=name)
+    order = {k: i for i, k in enumerate(HIGHLIGHTS)}
+    highlights = sorted(base.filter(wanted), key=lambda r: order.get((r.type, r.repo_id), 99))
+    ready = list(base.filter(MIRRORED).order_by("-downloads", "-last_modified")[:6])
+    orgs = visible.filter(catalog__isnull=False).values("namespace").distinct().count()
+    datasets, models = facet_options(Repo.DATASET), facet_options(Repo.MODEL)
+    return HomeStats(counts.get(Repo.DATASET, 0), counts.get(Repo.MODEL, 0), visible.filter(MIRRORED).count(),
+                     orgs, highlights, ready, {"datasets": datasets[CatalogFacet.TASK][:12],
+                                               "models": models[CatalogFacet.TASK][:8]},
+                     datasets[CatalogFacet.LANGUAGE][:12])
+
+
+# --- one repo -----------------------------------------------------------------------------------------
+
+def entry_of(repo: Repo) -> CatalogEntry | None:
+    return CatalogEntry.objects.filter(repo=repo).first()
+
+
+def is_mirrored(repo: Repo) -> bool:
+    return repo.file_count > 1 or repo.total_size > len(repos.GITATTRIBUTES)
+
+
+class _LRU:
+    def __init__(self, capacity: int) -> None:
+        self.capacity, self.items, self.lock = capacity, OrderedDict(), threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        return None
+
+    def put(self, key, value) -> None:
+        with self.lock:
+            self.items[key] = value
+            while len(self.items) > self.capacity:
+                self.items.popitem(last=False)
+
+
+_CARDS = _LRU(256)  # rendered cards by the README blob's sha256: the same bytes render the same
+
+
+@dataclass
+class Card:
+    meta: dict
+    html: str
+
+
+def render_markdown(text: str) -> str:
+    """Markdown to HTML that is safe to embed: raw HTML in the source is sanitized by nh3
+    (scripts, event handlers, javascript: URLs and unknown tags removed)."""
+    html = markdown.markdown(text, extensions=["fenced_code", "tables", "sane_lists"], output_format="html")
+    return nh3.clean(html, link_rel="noopener noreferrer nofollow", url_schemes={"http", "https", "mailto"})
+
+
+def card(commit: Commit) -> Card | None:
+    """The README.md card at this commit: its YAML front matter and its body rendered as safe HTML.
+    None when there is no README (or it is too large to be a card)."""
+    entry = repos.entry_at(commit, repos.README)
+    if entry is None or entry.is_dir or entry.size > repos.CARD_MAX_BYTES:
+        return None
+    found = _CARDS.get(entry.ref)
+    if found is None:
+        text = blobs.object_store().read_bytes(blobs.key_for(entry.ref)).decode("utf-8", "replace")
+        meta, body = repos.split_card(text)
+        found = Card(meta, render_markdown(body))
+        _CARDS.put(entry.ref, found)
+    return found
+
+
+def card_facts(repo: Repo, entry: CatalogEntry | None, card_meta: dict) -> list[tuple[str, str, list[str]]]:
+    """The sidebar's metadata as (label, text, chips): the catalog's where the repo has an entry,
+    else what the card's front matter says."""
+    def listed(value) -> list[str]:
+        if isinstance(value, str):
+            return [value]
+        return [str(v) for v in value] if isinstance(value, list) else []
+
+    if entry is not None:
+        facts = [("License", entry.license, []), ("Tasks", "", entry.tasks), ("Modality", "", entry.modality),
+                 ("Languages", "", [language_name(c) for c in entry.languages]),
+                 ("Parameters", entry.parameters, []), ("Base model", entry.base_model, []),
+                 ("Upstream size", format_size(entry.upstream_size) if entry.upstream_size else "", []),
+                 ("Upstream files", f"{entry.upstream_files:,}" if entry.upstream_files else "", [])]
+    else:
+        facts = [("License", str(card_meta.get("license") or ""), []),
+                 ("Tasks", "", listed(card_meta.get("task_categories") or card_meta.get("pipeline_tag"))),
+                 ("Languages", "", listed(card_meta.get("language"))), ("Tags", "", listed(card_meta.get("tags")))]
+    return [f for f in facts if f[1] or f[2]]
+
+
+@dataclass
+class Snippets:
+    pull: str
+    python: str
+    fsspec: str
+    instance: str
+
+
+def snippets(repo: Repo, base_url: str, example_file: str | None) -> Snippets:
+    """How to use the repo from each front door: the CLI, HF_ENDPOINT code, hub:// and an instance."""
+    rid = repo.repo_id
+    if repo.type == Repo.DATASET:
+        pull = f"hub pull datasets/{rid}"
+        python = (f"export HF_ENDPOINT={base_url}\n\n"
+                  f"from datasets import load_dataset\nds = load_dataset(\"{rid}\")")
+        url = f"hub://datasets/{rid}/{example_file or ''}"
+        mount = f"/mnt/hub/datasets/{rid}"
+    else:
+        pull = f"hub pull {rid}"
+        python = (f"export HF_ENDPOINT={base_url}\n\n"
+                  f"from transformers import AutoModel, AutoTokenizer\n"
+                  f"tokenizer = AutoTokenizer.from_pretrained(\"{rid}\")\n"
+                  f"model = AutoModel.from_pretrained(\"{rid}\")")
+        url = f"hub://models/{rid}/{example_file or 'config.json'}"
+        mount = f"/mnt/hub/models/{rid}"
+    fsspec = f"import fsspec\nwith fsspec.open(\"{url}\", \"rb\") as f:\n    head = f.read(1024)"
+    return Snippets(pull, python, fsspec, mount)
+
+
+# --- browsing a revision ------------------------------------------------------------------------------
+
+TREE_PAGE = 200
+PREVIEW_MAX = 256 * 1024
+_TEXT_SUFFIXES = (".md", ".txt", ".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".py", ".cfg", ".toml",
+                  ".ini", ".sh", ".gitattributes", ".gitignore")
+
+
+@dataclass
+class Listing:
+    path: str
+    entry: trees.Entry
+    items: list[tuple[str, trees.Entry]]
+    next_after: str | None
+
+
+def entry_at(repo: Repo, commit: Commit, path: str) -> trees.Entry:
+    """The file or directory at `path` ('' = root) of this commit, or EntryNotFound."""
+    path = path.strip("/")
+    try:
+        if path:
+            check_path(path)
+    except HubError:
+        path = None
+    entry = repos.entry_at(commit, path) if path is not None else None
+    if entry is None:
+        raise EntryNotFound(f"{path!r} not found in {repo.repo_id} at {commit.oid[:12]}")
+    return entry
+
+
+def browse(repo: Repo, commit: Commit, path: str, after: str | None = None, limit: int = TREE_PAGE) -> Listing:
+    """One page of the directory at `path`, by name, after the name `after`. O(depth) reads."""
+    path = path.strip("/")
+    entry = entry_at(repo, commit, path)
+    if not entry.is_dir:
+        raise EntryNotFound(f"{path!r} is a file, not a directory")
+    base = f"{path}/" if path else ""
+    rows = list(itertools.islice(trees.list_dir(trees.NodeStore(), entry.ref, after=after or None), limit + 1))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    after_name = rows[-1].name if more else None
+    rows.sort(key=lambda e: not e.is_dir)  # directories first on each page (the sort is stable)
+    return Listing(path, entry, [(base + e.name, e) for e in rows], after_name)
+
+
+def preview(path: str, entry: trees.Entry) -> str | None:
+    """The text of a small text file, for showing it; None for binary or large files."""
+    if entry.is_dir or entry.size > PREVIEW_MAX or not path.lower().endswith(_TEXT_SUFFIXES):
+        return None
+    data = blobs.object_store().read_bytes(blobs.key_for(entry.ref))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def example_file(commit: Commit) -> str | None:
+    """A file worth naming in the hub:// snippet: a data or weights file near the root, if any."""
+    preferred = (".parquet", ".safetensors", ".csv", ".jsonl", ".json", ".bin", ".txt")
+    found = [p for p, e in itertools.islice(trees.walk(trees.NodeStore(), commit.tree), 200)
+             if not e.is_dir and p not in (".gitattributes", repos.README)]
+    for suffix in preferred:
+        for p in found:
+            if p.endswith(suffix):
+                return p
+    return found[0] if found else None
+
+
+def repos_of(user, limit: int = 200) -> list[Repo]:
+    """Repos in the user's own namespace and in organisations they belong to, latest first."""
+    qs = (Repo.objects.filter(Q(namespace__user=user) | Q(namespace__memberships__user=user)).distinct()
+          .select_related("namespace").order_by("-last_modified"))
+    return list(qs[:limit])

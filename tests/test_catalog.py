@@ -1,0 +1,123 @@
+"""The seed catalog: the file itself, `manage.py seed_catalog` against live hubs (idempotent), and the
+offline samples loaded by the stock transformers client."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import requests
+import yaml
+
+from hub.catalog import seed
+
+REQUIRED = {
+    "datasets": ["ILSVRC/imagenet-1k"],
+    "models": ["THUDM/chatglm3-6b", "baichuan-inc/Baichuan2-7B-Chat", "Qwen/Qwen-7B-Chat", "hfl/chinese-llama-2-7b",
+               "hfl/chinese-alpaca-2-7b"],
+}
+
+
+def test_the_seed_file_lists_what_the_issue_asks_for() -> None:
+    items = seed.load()
+    datasets = {i.repo_id: i for i in items if i.type == "dataset"}
+    models = {i.repo_id: i for i in items if i.type == "model"}
+    assert len(datasets) >= 300 and len(models) >= 50
+    for repo_id in REQUIRED["datasets"]:
+        assert repo_id in datasets
+    for repo_id in REQUIRED["models"]:
+        assert repo_id in models
+    assert any("coco" in r.lower() and "2017" in (d.data.title + d.data.summary) for r, d in datasets.items())
+    chinese_dialogue = [d for d in datasets.values() if "zh" in d.data.languages
+                        and any(w in (d.data.title + d.data.summary).lower() for w in ("dialogue", "conversation", "chat"))]
+    assert len(chinese_dialogue) >= 3
+    for family in ("chatglm3", "baichuan2", "qwen", "chinese-llama", "chinese-alpaca"):
+        assert any(family in r.lower() for r in models), family
+    # Every entry is checkable: a title and a summary at least, and an upstream id to look it up by.
+    assert all(i.data.title and i.data.summary and i.data.upstream_id == i.repo_id for i in items)
+
+
+def test_a_malformed_seed_file_is_refused_with_the_entry_named(tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"datasets": [{"repo_id": "ok/fine", "title": "Fine"},
+                                                {"repo_id": "no-slash", "title": "Broken"}]}))
+    with pytest.raises(seed.SeedError, match=r"datasets\[1\].*NAMESPACE/NAME"):
+        seed.load(bad)
+    bad.write_text(yaml.safe_dump({"models": [{"repo_id": "a/b", "modality": ["smell"]}]}))
+    with pytest.raises(seed.SeedError, match="unknown modality"):
+        seed.load(bad)
+
+
+def _entry(repo_id: str, title: str, **kw) -> dict:
+    return {"repo_id": repo_id, "title": title, "summary": f"About {title}.", "license": "mit",
+            "tasks": ["text-generation"], "modality": ["text"], "languages": ["zh", "en"], "size_bytes": 123_000_000,
+            "file_count": 12, "homepage": "", "paper": "", **kw}
+
+
+def test_seed_catalog_is_idempotent(hub, unique, tmp_path) -> None:
+    org = f"seedorg-{unique}"
+    doc = {"datasets": [_entry(f"{org}/corpus-{i}", f"Corpus {i}") for i in range(3)],
+           "models": [_entry(f"{org}/model-{i}", f"Model {i}", base_model="", parameters="7B") for i in range(2)]}
+    path = tmp_path / "catalog.yaml"
+    path.write_text(yaml.safe_dump(doc))
+
+    first = hub.manage("seed_catalog", "--file", str(path), "--no-samples").stdout
+    assert "5 entries created, 0 updated, 0 unchanged; 5 repos and 1 organisations created" in first
+    second = hub.manage("seed_catalog", "--file", str(path), "--no-samples").stdout
+    assert "0 entries created, 0 updated, 5 unchanged; 0 repos and 0 organisations created" in second
+
+    doc["datasets"][0]["title"] = "Corpus zero, renamed"
+    doc["datasets"][0]["languages"] = ["ja"]
+    doc["models"].append(_entry(f"{org}/model-new", "Model new"))
+    path.write_text(yaml.safe_dump(doc))
+    third = hub.manage("seed_catalog", "--file", str(path), "--no-samples").stdout
+    assert "1 entries created, 1 updated, 4 unchanged; 1 repos and 0 organisations created" in third
+
+    datasets = requests.get(f"{hub.url}/api/datasets", params={"author": org}, timeout=30).json()
+    models = requests.get(f"{hub.url}/api/models", params={"author": org}, timeout=30).json()
+    assert sorted(d["id"] for d in datasets) == [f"{org}/corpus-{i}" for i in range(3)]
+    assert sorted(m["id"] for m in models) == [f"{org}/model-0", f"{org}/model-1", f"{org}/model-new"]
+    page = requests.get(f"{hub.url}/datasets/{org}/corpus-0", timeout=30).text
+    assert "Corpus zero, renamed" in page and "Japanese" in page and "Chinese" not in page
+    # The filters follow the update: the renamed corpus is Japanese now, the others still Chinese.
+    listing = requests.get(f"{hub.url}/datasets", params={"q": org, "language": "zh"}, timeout=30).text
+    assert f"{org}/corpus-1" in listing and f"{org}/corpus-0" not in listing
+
+
+def test_the_samples_load_with_transformers_against_the_hub(hub, tmp_path) -> None:
+    """A fresh hub has real content: the tiny models load through the stock transformers client and
+    the iris data reads through HF_ENDPOINT, with only the hub's URL."""
+    hub.manage("seed_catalog", "--file", str(_empty_catalog(tmp_path)))
+    script = textwrap.dedent("""
+        import json, torch
+        from huggingface_hub import hf_hub_download
+        from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+        tok = AutoTokenizer.from_pretrained("hub-samples/tiny-gpt2")
+        model, info = AutoModelForCausalLM.from_pretrained("hub-samples/tiny-gpt2", output_loading_info=True)
+        out = model.generate(**tok("Hello", return_tensors="pt"), max_new_tokens=4, do_sample=False)
+        bert_tok = AutoTokenizer.from_pretrained("hub-samples/tiny-bert")
+        bert, bert_info = AutoModel.from_pretrained("hub-samples/tiny-bert", output_loading_info=True)
+        hidden = bert(**bert_tok("hello world", return_tensors="pt")).last_hidden_state
+        csv = open(hf_hub_download("scikit-learn/iris", "iris.csv", repo_type="dataset")).read().splitlines()
+        print(json.dumps({"text": tok.decode(out[0]), "missing": sorted(info["missing_keys"]) + sorted(bert_info["missing_keys"]),
+                          "unexpected": sorted(info["unexpected_keys"]) + sorted(bert_info["unexpected_keys"]),
+                          "hidden": list(hidden.shape), "rows": len(csv) - 1, "header": csv[0]}))
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUB_"))}
+    env |= {"HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["text"].startswith("Hello")
+    assert result["missing"] == [] and result["unexpected"] == []
+    assert result["hidden"] == [1, 12, 32]  # [CLS] h ##e ##l ##l ##o w ##o ##r ##l ##d [SEP]
+    assert result["rows"] == 150 and result["header"].startswith("sepal length (cm),")
+
+
+def _empty_catalog(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("datasets: []\nmodels: []\n")
+    return path
