@@ -1,10 +1,38 @@
-from django.urls import re_path
+"""Web pages. Fixed paths (lists, accounts, settings) come before the repo patterns, whose first
+segment is a namespace: `datasets`, `models`, `accounts` and `settings` are reserved namespace
+names (hub.repos.validation), so no repo can hide these pages."""
+from django.contrib.auth import views as auth_views
+from django.urls import path, re_path
 
-from hub.web import views
+from hub.web import account, views
+
+REPO = r"^(?P<prefix>datasets/|)(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
+REV = r"(?P<rev>[^/]+)"
 
 urlpatterns = [
     re_path(r"^$", views.home, name="home"),
     re_path(r"^healthz$", views.healthz),
-    re_path(r"^(?P<prefix>datasets/|)(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
-            r"(?:/commit/[0-9a-f]{40})?$", views.repo_page, name="repo"),
+    re_path(r"^(?P<kind>datasets|models)$", views.repo_list, name="list"),
+    path("accounts/login", auth_views.LoginView.as_view(template_name="web/login.html",
+                                                        redirect_authenticated_user=True), name="login"),
+    path("accounts/logout", auth_views.LogoutView.as_view(), name="logout"),
+    path("settings", account.overview, name="account"),
+    path("settings/volume", account.volume, name="volume"),
+    path("settings/volume/file", account.volume_file),
+    path("settings/volume/upload", account.volume_upload),
+    path("settings/volume/mkdir", account.volume_mkdir),
+    path("settings/volume/rename", account.volume_rename),
+    path("settings/volume/delete", account.volume_delete),
+    path("settings/tokens", account.tokens, name="tokens"),
+    path("settings/tokens/<str:token_id>/revoke", account.revoke_token),
+    path("settings/instances", account.instance_list, name="instances"),
+    path("settings/instances/<str:instance_id>/attach", account.instance_attach),
+    path("settings/instances/<str:instance_id>/mounts/<int:mount_id>/detach", account.instance_detach),
+    path("settings/instances/<str:instance_id>/revoke", account.instance_revoke),
+    re_path(REPO + r"$", views.repo_page, name="repo"),
+    re_path(REPO + r"/tree/" + REV + r"(?:/(?P<path>.*))?$", views.tree),
+    re_path(REPO + r"/blob/" + REV + r"/(?P<path>.+)$", views.blob),
+    re_path(REPO + r"/commits/" + REV + r"$", views.commits),
+    re_path(REPO + r"/commit/(?P<sha>[0-9a-f]{40})$", views.commit),
+    re_path(REPO + r"/refs$", views.refs),
 ]

@@ -1,42 +1,134 @@
-"""A minimal catalog page; the full web catalog is its own issue."""
+"""Catalog pages: home, the dataset and model lists, and a repo's card, files, history and refs.
+Each view parses, calls hub.catalog / hub.repos services, and renders."""
 from __future__ import annotations
-
-import itertools
 
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET
 
-from hub.errors import HubError
-from hub.repos import services
+from hub.catalog import services as catalog
+from hub.hfapi.views import base_url
+from hub.repos import services as repos
 from hub.repos.models import Repo
+from hub.web.pages import actor_of, page, user_of
+
+KINDS = {"datasets": Repo.DATASET, "models": Repo.MODEL}
+HISTORY_PAGE = 30
 
 
-def _user(request: HttpRequest):
-    return request.user if request.user.is_authenticated else None
-
-
+@require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    repos = services.visible_repos(_user(request)).order_by("-last_modified")
-    return render(request, "web/home.html", {
-        "models": repos.filter(type=Repo.MODEL)[:50],
-        "datasets": repos.filter(type=Repo.DATASET)[:50],
-        "n_models": repos.filter(type=Repo.MODEL).count(),
-        "n_datasets": repos.filter(type=Repo.DATASET).count(),
+    return render(request, "web/home.html", {"stats": catalog.home(user_of(request))})
+
+
+@require_GET
+def repo_list(request: HttpRequest, kind: str) -> HttpResponse:
+    repo_type = KINDS[kind]
+    query = catalog.Query.from_params(repo_type, request.GET)
+    found = catalog.search(user_of(request), query)
+    return render(request, "web/list.html", {
+        "kind": kind, "nav": kind, "query": query, "page": found,
+        "page_range": found.paginator.get_elided_page_range(found.number, on_each_side=2, on_ends=1),
+        "facets": catalog.facet_options(repo_type), "sorts": [(k, v[0]) for k, v in catalog.SORTS.items()],
+        "buckets": [(b[0], b[1]) for b in catalog.SIZE_BUCKETS], "params": request.GET,
     })
 
 
-def repo_page(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
-    t = Repo.DATASET if prefix else Repo.MODEL
-    try:
-        repo = services.access_repo(services.Actor.from_request(request), t, ns, name)
-    except HubError as err:
-        return render(request, "web/error.html", {"message": err.message}, status=err.status)
-    commit = services.resolve_revision(repo, None)
-    from hub.repos import trees
+# --- one repo -----------------------------------------------------------------------------------------
 
-    files = list(itertools.islice(trees.walk(trees.NodeStore(), commit.tree), 500))
-    return render(request, "web/repo.html", {"repo": repo, "commit": commit, "files": files})
+def _repo(request: HttpRequest, prefix: str, ns: str, name: str) -> Repo:
+    return repos.access_repo(actor_of(request), Repo.DATASET if prefix else Repo.MODEL, ns, name)
+
+
+def _context(request: HttpRequest, repo: Repo, tab: str, **extra) -> dict:
+    """What every tab of a repo page shows: the header, the catalog entry, whether it is mirrored."""
+    web = ("/datasets/" if repo.type == Repo.DATASET else "/") + repo.repo_id
+    entry = catalog.entry_of(repo)
+    return {"repo": repo, "entry": entry, "tab": tab, "web": web, "mirrored": catalog.is_mirrored(repo),
+            "kind": "datasets" if repo.type == Repo.DATASET else "models",
+            "nav": "datasets" if repo.type == Repo.DATASET else "models", **extra}
+
+
+@page
+@require_GET
+def repo_page(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
+    repo = _repo(request, prefix, ns, name)
+    commit = repos.resolve_revision(repo, None)
+    card = catalog.card(commit)
+    ctx = _context(request, repo, "card", commit=commit, card=card)
+    ctx["facts"] = catalog.card_facts(repo, ctx["entry"], card.meta if card else {})
+    ctx["snippets"] = catalog.snippets(repo, base_url(request), catalog.example_file(commit))
+    return render(request, "web/repo.html", ctx)
+
+
+@page
+@require_GET
+def tree(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: str = "") -> HttpResponse:
+    repo = _repo(request, prefix, ns, name)
+    web = ("/datasets/" if prefix else "/") + repo.repo_id
+    if request.GET.get("rev"):  # the revision picker (a plain GET form) names the revision in the query
+        return redirect(f"{web}/tree/{request.GET['rev'].strip()}")
+    commit = repos.resolve_revision(repo, rev)
+    entry = catalog.entry_at(repo, commit, path or "")
+    if not entry.is_dir:
+        return redirect(f"{web}/blob/{rev}/{path}")
+    listing = catalog.browse(repo, commit, path or "", after=request.GET.get("after"))
+    branches, tags = repos.list_refs(repo)
+    crumbs = []
+    parts = listing.path.split("/") if listing.path else []
+    for i, part in enumerate(parts):
+        crumbs.append((part, "/".join(parts[: i + 1])))
+    return render(request, "web/tree.html", _context(
+        request, repo, "files", commit=commit, rev=rev, listing=listing, crumbs=crumbs, branches=branches,
+        tags=tags, parent="/".join(parts[:-1])))
+
+
+@page
+@require_GET
+def blob(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: str) -> HttpResponse:
+    repo = _repo(request, prefix, ns, name)
+    commit = repos.resolve_revision(repo, rev)
+    entry = catalog.entry_at(repo, commit, path)
+    web = ("/datasets/" if prefix else "/") + repo.repo_id
+    if entry.is_dir:
+        return redirect(f"{web}/tree/{rev}/{path}")
+    parts = path.split("/")
+    crumbs = [(part, "/".join(parts[: i + 1])) for i, part in enumerate(parts)]
+    return render(request, "web/blob.html", _context(
+        request, repo, "files", commit=commit, rev=rev, path=path, file=entry, crumbs=crumbs,
+        text=catalog.preview(path, entry), download=f"{web}/resolve/{rev}/{path}"))
+
+
+@page
+@require_GET
+def commits(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> HttpResponse:
+    repo = _repo(request, prefix, ns, name)
+    head = repos.resolve_revision(repo, rev)
+    try:
+        number = max(1, int(request.GET.get("p") or 1))
+    except ValueError:
+        number = 1
+    rows, total = repos.history(repo, head, (number - 1) * HISTORY_PAGE, HISTORY_PAGE)
+    return render(request, "web/commits.html", _context(
+        request, repo, "commits", rev=rev, head=head, commits=rows, total=total, number=number,
+        has_next=number * HISTORY_PAGE < total, next_page=number + 1, prev_page=number - 1))
+
+
+@page
+@require_GET
+def commit(request: HttpRequest, prefix: str, ns: str, name: str, sha: str) -> HttpResponse:
+    repo = _repo(request, prefix, ns, name)
+    found = repos.resolve_revision(repo, sha)
+    return render(request, "web/commit.html", _context(request, repo, "commits", commit=found))
+
+
+@page
+@require_GET
+def refs(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
+    repo = _repo(request, prefix, ns, name)
+    branches, tags = repos.list_refs(repo)
+    return render(request, "web/refs.html", _context(request, repo, "refs", branches=branches, tags=tags))
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
