@@ -5,6 +5,7 @@ native API (JSON) and the web pages."""
 from __future__ import annotations
 
 import logging
+import re
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
@@ -57,6 +58,13 @@ class Conflict(HubError):
     status, code = 409, "Conflict"
 
 
+class GatedRepo(HubError):
+    """The repo is gated and the caller has not accepted its conditions (huggingface_hub raises
+    GatedRepoError on this code)."""
+
+    status, code = 403, "GatedRepo"
+
+
 class BlobCorrupt(HubError):
     """Stored bytes failed their integrity check: never served, so no client gets wrong bytes."""
 
@@ -86,11 +94,14 @@ class StorageUnavailable(HubError):
         super().__init__(message, headers={"Retry-After": "5"})
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def error_response(err: HubError) -> HttpResponse:
     resp = JsonResponse({"error": err.message, "code": err.code}, status=err.status)
     resp["X-Error-Code"] = err.code
-    # Header values must be latin-1 and one line.
-    resp["X-Error-Message"] = err.message.replace("\n", " ").encode("latin-1", "replace").decode("latin-1")
+    # Header values must be latin-1 without control characters (a message may quote a hostile path).
+    resp["X-Error-Message"] = _CONTROL.sub(" ", err.message).encode("latin-1", "replace").decode("latin-1")
     for k, v in err.headers.items():
         resp[k] = v
     return resp

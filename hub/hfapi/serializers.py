@@ -37,7 +37,7 @@ def repo_info(repo: Repo, commit: Commit | None, *, siblings: list[dict] | None 
         "lastModified": hf_date(repo.last_modified),
         "createdAt": hf_date(repo.created),
         "private": repo.private,
-        "gated": False,
+        "gated": "auto" if repo.gated else False,
         "disabled": False,
         "downloads": repo.downloads,
         "likes": repo.likes,

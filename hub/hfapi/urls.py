@@ -35,5 +35,5 @@ urlpatterns = [
     re_path(r"^lfs/part/(?P<token>[^/]+)$", views.lfs_part),
     re_path(r"^lfs/complete/(?P<token>[^/]+)$", views.lfs_complete),
     re_path(r"^lfs/objects/(?P<token>[^/]+)$", views.lfs_object),
-    re_path(r"^api/(?P<path>.*)$", views.not_found),
+    re_path(r"^api/(?P<path>(?s:.*))$", views.not_found),  # (?s): a newline in the path must not escape
 ]

@@ -192,10 +192,13 @@ def repo_settings(request: HttpRequest, prefix: str, ns: str, name: str) -> Json
     data = read_json(request)
     repo = _repo(request, prefix, ns, name, write=True)
     private = _visibility(data) if ("visibility" in data or "private" in data) else None
-    if data.get("gated") not in (None, False):
-        raise BadRequest("gated repos are not supported by this hub yet")
-    repo = services.do_update_settings(Actor.from_request(request), repo, private=private)
-    return JsonResponse({"private": repo.private, "gated": False})
+    gated = data.get("gated")
+    if gated not in (None, False, "auto"):
+        raise BadRequest("gated must be false or 'auto' (manual approval is not supported by this hub)")
+    repo = services.do_update_settings(Actor.from_request(request), repo, private=private,
+                                       gated=None if gated is None else gated == "auto")
+    repo.refresh_from_db()
+    return JsonResponse({"private": repo.private, "gated": "auto" if repo.gated else False})
 
 
 @csrf_exempt
@@ -418,6 +421,7 @@ def tag(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> Json
 @require_http_methods(["GET", "HEAD"])
 def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: str) -> HttpResponse:
     repo = _repo(request, prefix, ns, name)
+    services.check_gate(Actor.from_request(request), repo)
     commit = services.resolve_revision(repo, rev)
     entry = services.file_at(repo, commit, path)
     etag = entry.ref if entry.lfs else entry.git_oid
@@ -510,6 +514,8 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
     if operation not in ("upload", "download"):
         raise BadRequest("operation must be 'upload' or 'download'")
     repo = _repo(request, prefix, ns, name, write=operation == "upload")
+    if operation == "download":
+        services.check_gate(Actor.from_request(request), repo)
     objects = data.get("objects")
     if not isinstance(objects, list) or len(objects) > 1000:
         raise BadRequest("'objects' must be a list of at most 1000 objects")

@@ -242,7 +242,7 @@ _SCOPE = [re.compile(p) for p in (
     r"^/api/volume/",
     r"^/api/quota$",
     r"^/api/whoami-v2$",
-    r"^/api/v1/repos/(model|dataset)/[^/]+/[^/]+/manifest$",
+    r"^/api/v1/repos/(model|dataset)/[^/]+/[^/]+/(manifest|access)$",
     r"^/api/(models|datasets)/[^/]+/[^/]+(/(revision|tree|paths-info|refs|commits)(/.*)?)?$",
     r"^/(datasets/)?[^/]+/[^/]+/resolve/",
     r"^/lfs/objects/",

@@ -82,11 +82,14 @@ class ManifestView(APIView):
             OpenApiParameter("cursor", OpenApiTypes.STR),
             OpenApiParameter("limit", OpenApiTypes.INT, description=f"files per page, ≤ {manifest.MAX_LIMIT}"),
         ],
-        responses={200: ManifestSchema, 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema},
+        responses={200: ManifestSchema, 400: ErrorSchema, 401: ErrorSchema, 403: ErrorSchema, 404: ErrorSchema,
+                   409: ErrorSchema},
     )
     def get(self, request: Request, repo_type: str, ns: str, name: str) -> Response:
         params = request.query_params
-        repo = services.access_repo(Actor.from_request(request), TYPES[repo_type], ns, name)
+        actor = Actor.from_request(request)
+        repo = services.access_repo(actor, TYPES[repo_type], ns, name)
+        services.check_gate(actor, repo)
         revision = params.get("revision") or repo.default_branch
         commit = services.resolve_revision(repo, revision)
         try:
@@ -162,8 +165,50 @@ def _base_url(request: Request) -> str:
 NAME = r"(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
 UUID = r"(?P<upload_id>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
 
+AccessSchema = inline_serializer("GateAccess", {
+    "repo": serializers.CharField(), "gated": serializers.BooleanField(),
+    "conditions": serializers.CharField(help_text="what the caller agrees to"),
+    "accepted": serializers.BooleanField(help_text="whether the caller may download the files")})
+
+
+class GateAccessView(APIView):
+    permission_classes = [AllowAny]  # access_repo and the services decide
+
+    @extend_schema(operation_id="repo_access_status", summary="A gated repo's conditions and whether you accepted them",
+                   parameters=[OpenApiParameter("repo_type", OpenApiTypes.STR, OpenApiParameter.PATH,
+                                                enum=list(TYPES))],
+                   responses={200: AccessSchema, 404: ErrorSchema})
+    def get(self, request: Request, repo_type: str, ns: str, name: str) -> Response:
+        actor = Actor.from_request(request)
+        repo = services.access_repo(actor, TYPES[repo_type], ns, name)
+        return Response(self._state(actor, repo))
+
+    @extend_schema(operation_id="repo_access_accept", summary="Accept a gated repo's conditions",
+                   parameters=[OpenApiParameter("repo_type", OpenApiTypes.STR, OpenApiParameter.PATH,
+                                                enum=list(TYPES))],
+                   request=None, responses={200: AccessSchema, 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema})
+    def post(self, request: Request, repo_type: str, ns: str, name: str) -> Response:
+        actor = Actor.from_request(request)
+        repo = services.access_repo(actor, TYPES[repo_type], ns, name)
+        services.do_accept_gate(actor, repo)
+        return Response(self._state(actor, repo))
+
+    @staticmethod
+    def _state(actor, repo) -> dict:
+        from hub.errors import GatedRepo
+
+        try:
+            services.check_gate(actor, repo)
+            accepted = True
+        except GatedRepo:
+            accepted = False
+        return {"repo": repo.repo_id, "gated": repo.gated, "conditions": repo.gate_prompt, "accepted": accepted}
+
+
 urlpatterns = [
     re_path(r"^repos/(?P<repo_type>model|dataset)/" + NAME + r"/manifest$", ManifestView.as_view(),
             name="repo-manifest"),
+    re_path(r"^repos/(?P<repo_type>model|dataset)/" + NAME + r"/access$", GateAccessView.as_view(),
+            name="repo-access"),
     re_path(r"^uploads/" + UUID + r"$", UploadSessionView.as_view(), name="upload-session"),
 ]

@@ -21,6 +21,10 @@ class Repo(models.Model):
     name = models.CharField(max_length=96)
     type = models.CharField(max_length=8, choices=TYPES, default=MODEL)
     private = models.BooleanField(default=False)
+    # Gated ("auto", as upstream): anyone who can see the repo sees its files listed, but downloads
+    # need the caller to accept its conditions first (members of its namespace need not).
+    gated = models.BooleanField(default=False)
+    gate_prompt = models.TextField(blank=True, help_text="the conditions shown before access is granted")
     default_branch = models.CharField(max_length=200, default="main")
     created = models.DateTimeField(auto_now_add=True)
     last_modified = models.DateTimeField(auto_now_add=True)
@@ -157,3 +161,14 @@ class UploadSession(models.Model):
     @property
     def part_count(self) -> int:
         return max(1, -(-self.size // self.part_size))
+
+
+class GateAcceptance(models.Model):
+    """A user accepted a gated repo's conditions: they may download its files."""
+
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="gate_acceptances")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    accepted = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["repo", "user"], name="gate_accepted_once")]

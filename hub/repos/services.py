@@ -17,6 +17,7 @@ from hub.errors import (
     Conflict,
     EntryNotFound,
     Forbidden,
+    GatedRepo,
     InvalidPath,
     PreconditionFailed,
     RepoNotFound,
@@ -25,7 +26,7 @@ from hub.errors import (
 )
 from hub.quotas import services as quotas
 from hub.repos import blobs, trees
-from hub.repos.models import Blob, Commit, Ref, Repo, RepoBlob
+from hub.repos.models import Blob, Commit, GateAcceptance, Ref, Repo, RepoBlob
 from hub.repos.validation import check_name, check_path, check_ref_name
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
@@ -94,6 +95,34 @@ def access_repo(actor: Actor, repo_type: str, namespace: str, name: str, *, writ
     if write:
         check_can_write(actor, repo.namespace, role)
     return repo
+
+
+def check_gate(actor: Actor, repo: Repo) -> None:
+    """Downloads of a gated repo need its conditions accepted (its namespace's members need not)."""
+    if not repo.gated:
+        return
+    kind = "dataset" if repo.type == Repo.DATASET else "model"
+    where = f"/{'datasets/' if repo.type == Repo.DATASET else ''}{repo.repo_id}"
+    if actor.user is None:
+        err = GatedRepo(f"Access to {kind} {repo.repo_id} is restricted: log in (pass a token) and accept its "
+                        f"conditions at {where} first")
+        err.status = 401
+        raise err
+    if _role(actor.user, repo.namespace) is not None:
+        return
+    if not GateAcceptance.objects.filter(repo=repo, user=actor.user).exists():
+        raise GatedRepo(f"Access to {kind} {repo.repo_id} is restricted: accept its conditions at {where} "
+                        f"(or POST /api/v1/repos/{kind}/{repo.repo_id}/access) to download its files")
+
+
+def do_accept_gate(actor: Actor, repo: Repo) -> bool:
+    """The caller accepts the repo's conditions. Returns True if this is new."""
+    if actor.user is None:
+        raise Unauthorized("log in (pass a token) to accept a repo's conditions")
+    if not repo.gated:
+        raise BadRequest(f"{repo.repo_id} is not gated: there is nothing to accept")
+    _, created = GateAcceptance.objects.get_or_create(repo=repo, user=actor.user)
+    return created
 
 
 def check_can_write(actor: Actor, namespace: Namespace, role: str | None = "?") -> None:
@@ -174,11 +203,16 @@ def do_delete_repo(actor: Actor, repo: Repo) -> None:
         quotas.uncharge(ns, candidates)
 
 
-def do_update_settings(actor: Actor, repo: Repo, *, private: bool | None = None) -> Repo:
+def do_update_settings(actor: Actor, repo: Repo, *, private: bool | None = None, gated: bool | None = None,
+                       gate_prompt: str | None = None) -> Repo:
     check_can_write(actor, repo.namespace)
     if private is not None:
         Repo.objects.filter(pk=repo.pk).update(private=private)
-        repo.private = private
+    if gated is not None:
+        Repo.objects.filter(pk=repo.pk).update(gated=gated)
+    if gate_prompt is not None:
+        Repo.objects.filter(pk=repo.pk).update(gate_prompt=gate_prompt[:10_000])
+    repo.refresh_from_db()
     return repo
 
 
