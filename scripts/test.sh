@@ -16,6 +16,13 @@ if ! command -v docker-compose >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker-compose >/dev/null || true
 fi
 
+# FUSE 3 for the mount tests (tests/test_mount.py): apt-get only when fusermount3 is missing.
+if ! command -v fusermount3 >/dev/null 2>&1; then
+    sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fuse3 >/dev/null
+fi
+
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 
