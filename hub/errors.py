@@ -87,6 +87,13 @@ class UnprocessableEntity(HubError):
     status, code = 422, "UnprocessableEntity"
 
 
+class TooManyRequests(HubError):
+    status, code = 429, "TooManyRequests"
+
+    def __init__(self, message: str, retry_after: int = 60) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)})
+
+
 class StorageUnavailable(HubError):
     status, code = 503, "StorageUnavailable"
 

@@ -44,12 +44,14 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "django_ratelimit",
     "hub.accounts",
     "hub.repos",
     "hub.quotas",
     "hub.volumes",
     "hub.instances",
     "hub.catalog",
+    "hub.mirrors",
     "hub.hfapi",
     "hub.web",
 ]
@@ -138,6 +140,19 @@ HUB_MULTIPART_CHUNK = envsize("HUB_MULTIPART_CHUNK", "64MiB")
 HUB_DEFAULT_QUOTA = envsize("HUB_DEFAULT_QUOTA", "50GB")
 HUB_PUBLIC_URL = env("HUB_PUBLIC_URL")  # client-facing base URL when behind a proxy that hides it
 
+# --- caches and rate limits ---------------------------------------------------------------------
+# Rate limits count in the cache: shared across web replicas only with a shared cache (Redis).
+HUB_CACHE_URL = env("HUB_CACHE_URL") or ""
+CACHES = {"default": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": HUB_CACHE_URL}
+                      if HUB_CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"})}
+if not HUB_CACHE_URL:
+    # Without a shared cache each process counts on its own (the limit is per worker): fine for one
+    # machine; docker-compose points HUB_CACHE_URL at Redis.
+    SILENCED_SYSTEM_CHECKS = ["django_ratelimit.E003"]
+RATELIMIT_IP_META_KEY = env("HUB_CLIENT_IP_HEADER") or None  # e.g. HTTP_X_REAL_IP behind a proxy
+HUB_AUTH_FAIL_RATE = env("HUB_AUTH_FAIL_RATE") or "30/m"  # wrong tokens or passwords per client address
+HUB_TOKEN_CREATE_RATE = env("HUB_TOKEN_CREATE_RATE") or "20/m"  # new tokens (and instances) per user
+
 # --- celery --------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL") or ""
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL  # embedded default: tasks run in-process
@@ -156,6 +171,14 @@ CELERY_BEAT_SCHEDULE = {
     "collect-garbage": {"task": "hub.repos.tasks.collect_garbage", "schedule": 3600.0,
                         "kwargs": {"grace_seconds": HUB_GC_GRACE}},
 }
+
+# --- mirroring -----------------------------------------------------------------------------------
+HUB_MIRROR_UPSTREAM = env("HUB_MIRROR_UPSTREAM") or "https://huggingface.co"  # default --source
+HUB_MIRROR_THREADS = envint("HUB_MIRROR_THREADS", 8)  # files fetched at once by one job
+HUB_MIRROR_RETRIES = envint("HUB_MIRROR_RETRIES", 6)  # retries (with backoff) after transient failures
+HUB_MIRROR_HEARTBEAT = envint("HUB_MIRROR_HEARTBEAT", 2)  # seconds between progress/heartbeat writes
+HUB_MIRROR_STALE = envint("HUB_MIRROR_STALE", 30)  # a running job silent this long lost its worker
+CELERY_BEAT_SCHEDULE["recover-mirrors"] = {"task": "hub.mirrors.tasks.recover_mirrors", "schedule": 60.0}
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -46,6 +46,10 @@ def base_env() -> dict[str, str]:
     env["PYTHONPATH"] = str(ROOT)
     # Small parts so that multipart uploads are exercised by files of tens of MB, not GBs.
     env["HUB_MULTIPART_CHUNK"] = "8MiB"
+    # Tests send wrong tokens and create tokens by the hundred on purpose; the limits themselves are
+    # tested on a server of their own (tests/test_rate_limits.py).
+    env["HUB_AUTH_FAIL_RATE"] = "100000/m"
+    env["HUB_TOKEN_CREATE_RATE"] = "100000/m"
     return env
 
 

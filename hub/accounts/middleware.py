@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
-from hub.errors import Forbidden, HubError, Unauthorized, error_response
+from hub.errors import Forbidden, HubError, TooManyRequests, Unauthorized, error_response
 
 
 class TokenAuthMiddleware:
@@ -23,8 +23,11 @@ class TokenAuthMiddleware:
 
             try:
                 row = authenticate_token(header[7:].strip())
-            except HubError as err:
-                return error_response(err)
+            except HubError as failed:
+                if limit_failures(request):
+                    return error_response(TooManyRequests("too many requests with a wrong token from your "
+                                                          "address; wait a minute, then use a valid token"))
+                return error_response(failed)
             request.api_token = row
             request.user = row.user
             if row.kind == row.INSTANCE:
@@ -39,3 +42,23 @@ class TokenAuthMiddleware:
                         "and its owner's volume; use your own token for this"))
             request._dont_enforce_csrf_checks = True
         return self.get_response(request)
+
+
+def limit_failures(request: HttpRequest) -> bool:
+    """Counts a failed authentication (wrong token or password) against the client address; True
+    once the address is over HUB_AUTH_FAIL_RATE: answer 429, so guessing tokens stays hopeless."""
+    from django.conf import settings
+    from django_ratelimit.core import is_ratelimited
+
+    return is_ratelimited(request, group="hub.auth-failures", key="ip", rate=settings.HUB_AUTH_FAIL_RATE,
+                          increment=True)
+
+
+def limit_token_creation(request: HttpRequest, user) -> None:
+    """New tokens (API tokens, instances) per user: at most HUB_TOKEN_CREATE_RATE."""
+    from django.conf import settings
+    from django_ratelimit.core import is_ratelimited
+
+    if is_ratelimited(request, group="hub.token-create", key=lambda group, req: str(user.pk),
+                      rate=settings.HUB_TOKEN_CREATE_RATE, increment=True):
+        raise TooManyRequests("too many new tokens in a short time; wait a minute and try again")

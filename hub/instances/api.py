@@ -9,6 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from hub.accounts.middleware import limit_token_creation
 from hub.errors import Forbidden
 from hub.instances import services
 from hub.instances.serializers import (
@@ -53,9 +54,12 @@ class InstancesView(InstancesBase):
         return Response([instance_data(i) for i in rows])
 
     @extend_schema(operation_id="instances_register", summary="Register an instance; returns its token once",
-                   request=InstanceInSerializer, responses={201: RegisteredSerializer, **errors(400, 401, 403, 404, 409)})
+                   request=InstanceInSerializer,
+                   responses={201: RegisteredSerializer, **errors(400, 401, 403, 404, 409, 429)})
     def post(self, request: Request) -> Response:
         data = validated(InstanceInSerializer, request.data)
+        if request.user.is_authenticated:
+            limit_token_creation(request._request, request.user)
         mounts = [_mount(m) for m in request.data.get("mounts") or []]
         instance, token = services.do_register(self.actor, data["name"], mounts, owner=data["owner"] or None)
         return Response({**instance_data(instance), "token": token}, status=201)
@@ -108,7 +112,7 @@ class SpecView(AgentView):
 
 class HeartbeatView(AgentView):
     @extend_schema(operation_id="instances_heartbeat", summary="The agent is alive (instance token)",
-                   request=HeartbeatSerializer, responses={204: None, **errors(401, 403)})
+                   request=HeartbeatSerializer, responses={204: None, **errors(400, 401, 403)})
     def post(self, request: Request) -> Response:
         data = validated(HeartbeatSerializer, request.data or {})
         services.do_heartbeat(self.instance(), data["agent"])

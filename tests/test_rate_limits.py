@@ -1,0 +1,46 @@
+"""Rate limits on authentication and token creation, on a server of their own with low limits:
+guessing tokens gets 429 with Retry-After after a handful of tries (a valid token still works),
+and a user creating instances (each a new token) in a burst is slowed down."""
+from __future__ import annotations
+
+import pytest
+import requests
+
+from tests.conftest import Hub, base_env
+
+
+@pytest.fixture(scope="module")
+def strict_hub(tmp_path_factory):
+    data = tmp_path_factory.mktemp("strict")
+    import redis
+
+    cache = "redis://127.0.0.1:6379/14"  # shared by the server's workers, as in production
+    redis.Redis.from_url(cache).flushdb()
+    hub = Hub("strict", base_env() | {"HUB_DATA_DIR": str(data), "HUB_AUTH_FAIL_RATE": "5/m",
+                                      "HUB_TOKEN_CREATE_RATE": "3/m", "HUB_CACHE_URL": cache}, data)
+    hub.start(data / "server.log")
+    yield hub
+    hub.stop()
+
+
+def test_guessing_tokens_is_cut_off_with_429_and_a_retry_hint(strict_hub):
+    good = strict_hub.token("ratelimited")
+    statuses = []
+    for i in range(12):
+        r = requests.get(f"{strict_hub.url}/api/whoami-v2", headers={"Authorization": f"Bearer hub_guess{i}"},
+                         timeout=30)
+        statuses.append(r.status_code)
+    assert statuses == [401] * 5 + [429] * 7, statuses
+    last = requests.get(f"{strict_hub.url}/api/whoami-v2", headers={"Authorization": "Bearer hub_guess"}, timeout=30)
+    assert last.status_code == 429 and int(last.headers["Retry-After"]) > 0
+    assert "wrong token" in last.json()["error"]
+    # a valid token is not locked out by someone else's guessing
+    ok = requests.get(f"{strict_hub.url}/api/whoami-v2", headers={"Authorization": f"Bearer {good}"}, timeout=30)
+    assert ok.status_code == 200 and ok.json()["name"] == "ratelimited"
+
+
+def test_creating_tokens_in_a_burst_is_slowed_down(strict_hub):
+    token = strict_hub.token("burster")
+    statuses = [requests.post(f"{strict_hub.url}/api/instances", headers={"Authorization": f"Bearer {token}"},
+                              json={"name": f"i{i}"}, timeout=30).status_code for i in range(10)]
+    assert statuses == [201] * 3 + [429] * 7, statuses
