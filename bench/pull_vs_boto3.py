@@ -29,6 +29,7 @@ from urllib.parse import unquote, urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.result import report  # noqa: E402
 from storage.client import HubClient  # noqa: E402
 from storage.push import push  # noqa: E402
 from storage.transfer import parse_size  # noqa: E402
@@ -158,6 +159,12 @@ def main() -> None:
                   f"MiB/s) | hub pull {h:.2f} s ({total / 2**20 / h:.0f} MiB/s) | snapshot_download {sd:.2f} s "
                   f"({total / 2**20 / sd:.0f} MiB/s) | hub/boto3 {b / h:.2f}x | hub/snapshot_download {sd / h:.2f}x",
                   flush=True)
+            label = "2,000 × 64 KiB" if name == "many-small" else "one 1 GiB file"
+            detail = f"boto3 {b:.2f} s, hub pull {h:.2f} s, snapshot_download {sd:.2f} s"
+            report("pull_vs_boto3", f"{label}: hub pull / boto3", ratio=b / h, target=0.9, detail=detail)
+            if name == "one-big":
+                report("pull_vs_boto3", f"{label}: hub pull / snapshot_download", ratio=sd / h, target=1.5,
+                       detail=detail)
     finally:
         stop()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -29,6 +29,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.result import report  # noqa: E402
 from tests.conftest import PG_ADMIN_URL, Hub, base_env  # noqa: E402
 
 
@@ -150,6 +151,10 @@ def main() -> None:
         print(f"{'raw boto3 upload_file (multipart)':<52} {t:>9.2f} {size_mb / t:>8.0f}")
         print(f"ratio hub/boto3 throughput: {t / o:.2f}x (hub computes sha256), "
               f"{t / b:.2f}x (+ client sha256 checked end to end)")
+        detail = f"boto3 {t:.2f} s, hub {o:.2f} s, hub + client sha256 {b:.2f} s ({args.size_mib} MiB)"
+        report("volume_upload", f"{args.size_mib} MiB volume upload (hub hashes) / boto3", ratio=t / o, target=0.8, detail=detail)
+        report("volume_upload", f"{args.size_mib} MiB volume upload (+ client sha256) / boto3", ratio=t / b, target=0.8,
+               detail=detail)
     finally:
         hub.stop()
         with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
