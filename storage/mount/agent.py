@@ -125,6 +125,7 @@ class Agent:
         self.root = root
         self.args = args
         self.children: dict[str, Child] = {}
+        self.dropped: set[str] = set()  # unmounted by someone: left alone until the agent restarts
         self.stop = threading.Event()
         self.auth_failed = False
         self.agent_name = f"hub-mount/{_version()} {socket.gethostname()}"[:200]
@@ -156,7 +157,7 @@ class Agent:
 
     def run(self, spec: dict, wanted: dict[str, str], problems: list[str]) -> int:
         ready = Ready(self.args.ready_fd)
-        system.write_pidfile(f"auto:{self.root}", root=str(self.root))
+        system.write_pidfile(self.root, "auto")
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda *_: self.stop.set())
         try:
@@ -183,7 +184,7 @@ class Agent:
                     self.refresh()
         finally:
             self.shutdown()
-            system.remove_pidfile(f"auto:{self.root}")
+            system.remove_pidfile(self.root, "auto")
         return 0
 
     def heartbeat(self) -> None:
@@ -214,11 +215,11 @@ class Agent:
             return
         for path, what in wanted.items():
             c = self.children.get(path)
-            if c is None:
+            if c is None and path not in self.dropped:
                 log.info("newly attached: %s on %s", what, path)
                 c = self.children[path] = Child(path, what)
                 self.start(c)
-            elif c.what != what and c.what != "volume":
+            elif c is not None and c.what != what and c.what != "volume":
                 log.info("%s now resolves to %s; %s stays pinned to what it mounted until it is remounted",
                          path, what.rsplit("@", 1)[-1][:12], path)
         for path in [p for p in self.children if p not in wanted]:
@@ -239,6 +240,7 @@ class Agent:
             if status == 0 and not system.is_mounted(path):
                 log.info("%s was unmounted; not mounting it again until the agent restarts", path)
                 del self.children[path]
+                self.dropped.add(path)
                 continue
             c.restarts = [t for t in c.restarts if now - t < 3600] + [now]
             delay = min(60.0, 2.0 ** len(c.restarts))
@@ -308,7 +310,7 @@ def _wait_ready(proc: subprocess.Popen, timeout: float) -> str | None:
 
 def umount_auto(root: Path, *, lazy: bool = False) -> int:
     """Stops the agent for `root` (which unmounts its mounts) and unmounts whatever is left there."""
-    info = system.read_pidfile(f"auto:{root}")
+    info = system.read_pidfile(root, "auto")
     if info:
         system.terminate(info["pid"], 60)
     left = system.fuse_mounts_under(root)

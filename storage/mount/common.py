@@ -4,6 +4,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -24,9 +25,28 @@ from storage.client import (
 
 log = logging.getLogger("hub.mount")
 
-# A hub restart takes seconds: keep retrying for about half a minute (8 tries, waits 0.5 s … 8 s),
-# then fail the call with EIO. Connect and read timeouts bound each try, so nothing waits forever.
-MOUNT_RETRY = RetryPolicy(attempts=8, base=0.5, cap=8.0)
+
+
+def retry_policy(patience: float) -> RetryPolicy:
+    """Tries spaced 0.5 s, 1 s, 2 s … 8 s apart until they add up to `patience` seconds."""
+    attempts, waited = 1, 0.0
+    while waited < patience:
+        waited += min(8.0, 0.5 * 2 ** (attempts - 1))
+        attempts += 1
+    return RetryPolicy(attempts=attempts, base=0.5, cap=8.0)
+
+
+def _patience() -> float:
+    try:
+        return max(0.0, float(os.environ.get("HUB_MOUNT_RETRY_SECONDS", "30")))
+    except ValueError:
+        raise UsageError(f"HUB_MOUNT_RETRY_SECONDS must be a number of seconds, not "
+                         f"{os.environ['HUB_MOUNT_RETRY_SECONDS']!r}", code="BadSetting") from None
+
+
+# A hub restart takes seconds: keep retrying for half a minute (HUB_MOUNT_RETRY_SECONDS), then fail
+# the call with EIO. Connect and read timeouts bound each try, so nothing waits forever.
+MOUNT_RETRY = retry_policy(_patience())
 
 
 class MountClient(HubClient):
@@ -136,3 +156,21 @@ def configure_logging(log_file: str | None, verbose: bool = False) -> None:
     fuse_log.handlers[:] = [handler]
     fuse_log.setLevel(logging.WARNING)
     fuse_log.propagate = False
+
+
+def invalidate_kernel_cache(path: str) -> None:
+    """Tells the kernel to forget the attributes and cached pages of `path` (call from inside an
+    operation): the next read asks for the size again instead of trusting what it saw before."""
+    import ctypes
+
+    import mfusepy
+
+    lib = mfusepy._libfuse
+    fn = getattr(lib, "fuse_invalidate_path", None)
+    if fn is None:
+        return
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    fn.restype = ctypes.c_int
+    fuse = lib.fuse_get_context().contents.fuse
+    if fuse:
+        fn(ctypes.c_void_p(fuse), path.encode("utf-8", "surrogateescape"))

@@ -136,21 +136,25 @@ def run_dir() -> Path:
     return d
 
 
-def pidfile(key: str) -> Path:
-    return run_dir() / f"{hashlib.sha256(os.path.abspath(key).encode()).hexdigest()[:20]}.json"
+def pidfile(path: str | Path, kind: str = "mount") -> Path:
+    """Where the process serving the mount at `path` (kind "mount"), or the agent mounting under
+    `path` (kind "auto"), records its pid."""
+    key = f"{kind}:{os.path.abspath(path)}"
+    return run_dir() / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
 
 
-def write_pidfile(key: str, **info) -> Path:
-    p = pidfile(key)
+def write_pidfile(path: str | Path, kind: str = "mount", **info) -> Path:
+    p = pidfile(path, kind)
     tmp = p.with_name(p.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "key": os.path.abspath(key), **info}))
+    tmp.write_text(json.dumps({"pid": os.getpid(), "path": os.path.abspath(path), **info}))
     os.replace(tmp, p)
     return p
 
 
-def read_pidfile(key: str) -> dict | None:
+def read_pidfile(path: str | Path, kind: str = "mount") -> dict | None:
+    """What the pid file says, if the process it names is alive."""
     try:
-        info = json.loads(pidfile(key).read_text())
+        info = json.loads(pidfile(path, kind).read_text())
     except (FileNotFoundError, ValueError):
         return None
     if not isinstance(info, dict) or not isinstance(info.get("pid"), int) or not alive(info["pid"]):
@@ -158,8 +162,8 @@ def read_pidfile(key: str) -> dict | None:
     return info
 
 
-def remove_pidfile(key: str) -> None:
-    p = pidfile(key)
+def remove_pidfile(path: str | Path, kind: str = "mount") -> None:
+    p = pidfile(path, kind)
     try:
         if json.loads(p.read_text()).get("pid") == os.getpid():
             p.unlink()

@@ -32,7 +32,7 @@ from mfusepy import FuseOSError, Operations
 
 from storage import volume
 from storage.client import HubClient, IntegrityError, NotFoundError
-from storage.mount.common import ErrorLog, fuse_op
+from storage.mount.common import ErrorLog, fuse_op, invalidate_kernel_cache
 from storage.mount.fetch import WHOLE_FILE, Fetcher, Source, StreamingBlob
 
 log = logging.getLogger("hub.mount")
@@ -184,8 +184,8 @@ class VolumeOps(Operations):
                 if listing is not None and now - listing.at <= self.ttl:
                     return listing.entries.get(_name(rel))
                 single = self.singles.get(rel)
-                if single is not None and now - single[1] <= self.ttl:
-                    return single[0]
+                if single is not None and single[0] is not None and now - single[1] <= self.ttl:
+                    return single[0]  # (a name found missing is asked for again: it may appear any time)
         try:
             entry: Entry | None = Entry.from_api(volume.stat(self.client, rel))
         except NotFoundError:
@@ -329,7 +329,12 @@ class VolumeOps(Operations):
                     os.ftruncate(state.fd, 0)
                     state.dirty = True
             return self._register(fi, VHandle(state=state, writable=writable))
+        with self.mu:
+            listing = self.listings.get(_parent(rel))
+            before = listing.entries.get(_name(rel)) if listing else (self.singles.get(rel) or (None,))[0]
         entry = self._must(rel, fresh=True)  # close-to-open: the version as of now
+        if before is not None and (before.size, before.sha256) != (entry.size, entry.sha256):
+            invalidate_kernel_cache(path)  # the kernel may hold the old size: make it ask again
         if entry.is_dir:
             raise FuseOSError(errno.EISDIR)
         if writable:

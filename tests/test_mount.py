@@ -1,0 +1,573 @@
+"""The mount agent on real FUSE against live hubs: `hub mount` run as a user runs it (a detached
+process per mount, with an endpoint, a token and a cache directory), checked through the mount
+point with ordinary file calls, bytes compared with what was pushed.
+
+Personas: alice owns the repos and the volume; bob is someone else. Every mount is unmounted when the
+test ends, passed or failed (fusermount3 -u -z, then the mount process is stopped)."""
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import ROOT
+
+MiB = 2**20
+
+
+def _fuse_missing() -> str | None:
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing"
+    if shutil.which("fusermount3") is None:
+        return "fusermount3 is missing (apt-get install fuse3)"
+    try:
+        import mfusepy  # noqa: F401
+
+        import storage.mount  # noqa: F401 - picks libfuse3 for mfusepy
+    except (ImportError, OSError) as err:
+        return f"mfusepy cannot load libfuse3: {err}"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_fuse_missing() is not None, reason=str(_fuse_missing()))
+
+
+@pytest.fixture
+def alice(hub) -> str:
+    return hub.cached_token("alice")
+
+
+@pytest.fixture
+def bob(hub) -> str:
+    return hub.cached_token("bob")
+
+
+def client_env(hub, token: str, cache: Path, **extra: str) -> dict[str, str]:
+    """An instance's environment: the hub's address, a token, a cache directory; nothing of Django."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUB_", "HUGGINGFACE_", "DJANGO_", "AWS_"))}
+    return env | {"HUB_ENDPOINT": hub.url, "HUB_TOKEN": token, "HUB_CACHE_DIR": str(cache),
+                  "HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONPATH": str(ROOT)} | extra
+
+
+def hub_mount(env: dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "storage.mount", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+    return proc
+
+
+def failed(proc: subprocess.CompletedProcess, words: str) -> None:
+    assert proc.returncode == 1, f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], proc.stderr
+
+
+def _pidfile(cache: Path, path: Path) -> Path:
+    return cache / "run" / f"{hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:20]}.json"
+
+
+class Mounts:
+    """Mounts made by a test; all of them go away at its end, whatever happened."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.made: list[tuple[Path, Path]] = []  # (mount point, cache dir)
+
+    def mount(self, env: dict[str, str], what: str, name: str, *extra: str) -> Path:
+        path = self.base / name
+        self.made.append((path, Path(env["HUB_CACHE_DIR"])))
+        ok(hub_mount(env, "mount", what, str(path), "--log-file", str(self.base / f"{name}.log"), *extra))
+        assert os.path.ismount(path)
+        return path
+
+    def pid(self, path: Path) -> int | None:
+        for p, cache in self.made:
+            if p == path:
+                try:
+                    return json.loads(_pidfile(cache, path).read_text())["pid"]
+                except (FileNotFoundError, ValueError, KeyError):
+                    return None
+        return None
+
+    def log(self, name: str) -> str:
+        p = self.base / f"{name}.log"
+        return p.read_text() if p.exists() else ""
+
+    def cleanup(self) -> None:
+        for path, _cache in reversed(self.made):
+            pid = self.pid(path)
+            subprocess.run(["fusermount3", "-u", "-z", str(path)], capture_output=True)
+            if pid:
+                _stop(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+
+
+def _stop(pid: int) -> None:
+    deadline = time.time() + 10
+    while time.time() < deadline and _alive(pid):
+        time.sleep(0.05)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not _alive(pid):
+            return
+        os.kill(pid, sig)
+        time.sleep(1)
+
+
+@pytest.fixture
+def mounts(tmp_path):
+    m = Mounts(tmp_path / "mnt")
+    m.base.mkdir()
+    try:
+        yield m
+    finally:
+        m.cleanup()
+
+
+def stats(mountpoint: Path) -> dict:
+    """What the mount process fetched so far (its own counters, read through the mount)."""
+    return json.loads(os.getxattr(mountpoint, "user.hub.stats"))
+
+
+def push_files(hub, token: str, repo: str, files: dict[str, bytes], tmp: Path, *, repo_type: str = "model",
+               message: str = "files") -> str:
+    """Commits `files` to `repo` (created if needed) with the hub client; returns the commit id."""
+    from storage.client import HubClient
+    from storage.push import push
+
+    src = tmp / f"src-{hashlib.sha1(repr(sorted(files)).encode() + os.urandom(4)).hexdigest()[:8]}"
+    for name, data in files.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes(data)
+    result = push(HubClient(hub.url, token), src, repo_type, repo, message=message, progress=False)
+    return result.commit
+
+
+def blobs_in(cache: Path) -> dict[str, tuple[int, int]]:
+    """name -> (inode, size) of every cached blob, and anything left in tmp/."""
+    out = {p.name: (p.stat().st_ino, p.stat().st_size) for p in (cache / "blobs").glob("*/*")}
+    out |= {f"tmp/{p.name}": (0, 0) for p in (cache / "tmp").glob("*")}
+    return out
+
+
+def sample_repo() -> dict[str, bytes]:
+    return {"config.json": b'{"hidden_size": 8}\n', "sub/deep/notes.txt": b"read me\n",
+            "weights.bin": os.urandom(20 * MiB + 4321),  # above the whole-file limit: read in blocks
+            "small.bin": os.urandom(100_000)}
+
+
+# --- repos: read-only, pinned, cached -----------------------------------------------------------------
+
+def test_a_repo_mounts_read_only_and_reads_byte_for_byte(hub, alice, unique, tmp_path, mounts):
+    repo = f"alice/ro-{unique}"
+    files = sample_repo()
+    push_files(hub, alice, repo, files, tmp_path)
+    m = mounts.mount(client_env(hub, alice, tmp_path / "cache"), repo, "ro")
+
+    assert sorted(os.listdir(m)) == [".gitattributes", "config.json", "small.bin", "sub", "weights.bin"]
+    for name, data in files.items():
+        assert (m / name).read_bytes() == data, name
+        assert (m / name).stat().st_size == len(data)
+    with open(m / "weights.bin", "rb") as fh:  # random access inside the large file
+        fh.seek(9 * MiB + 17)
+        assert fh.read(3 * MiB) == files["weights.bin"][9 * MiB + 17:12 * MiB + 17]
+    assert os.getxattr(m / "config.json", "user.hub.sha256").decode() == hashlib.sha256(files["config.json"]).hexdigest()
+
+    def refused(fn, *args) -> None:
+        with pytest.raises(PermissionError) as exc:
+            fn(*args)
+        assert exc.value.errno == errno.EACCES, fn
+
+    refused(open, m / "config.json", "r+b")
+    refused(open, m / "config.json", "ab")
+    refused(open, m / "new.txt", "wb")
+    refused(os.mkdir, m / "newdir")
+    refused(os.unlink, m / "config.json")
+    refused(os.rmdir, m / "sub" / "deep")
+    refused(os.rename, m / "config.json", m / "other.json")
+    refused(os.truncate, m / "config.json", 0)
+    refused(os.chmod, m / "config.json", 0o600)
+    assert not os.access(m / "config.json", os.W_OK) and os.access(m / "config.json", os.R_OK)
+    with pytest.raises(FileNotFoundError):
+        (m / "missing.txt").read_bytes()
+    assert (m / "config.json").read_bytes() == files["config.json"]  # and nothing changed
+
+    ok(hub_mount(client_env(hub, alice, tmp_path / "cache"), "umount", str(m)))
+    assert not os.path.ismount(m)
+
+
+def test_a_mount_stays_on_the_commit_it_resolved(hub, alice, unique, tmp_path, mounts):
+    repo = f"alice/pin-{unique}"
+    first = push_files(hub, alice, repo, {"config.json": b'{"v": 1}\n', "data/a.txt": b"one\n"}, tmp_path)
+    env = client_env(hub, alice, tmp_path / "cache")
+    old = mounts.mount(env, repo, "old")
+    assert (old / "config.json").read_bytes() == b'{"v": 1}\n'
+
+    second = push_files(hub, alice, repo, {"config.json": b'{"v": 2, "longer": true}\n', "data/a.txt": b"one\n",
+                                           "data/b.txt": b"two\n"}, tmp_path, message="v2")
+    assert second != first
+    assert (old / "config.json").read_bytes() == b'{"v": 1}\n'
+    assert sorted(os.listdir(old / "data")) == ["a.txt"]
+    assert os.getxattr(old, "user.hub.commit").decode() == first
+
+    new = mounts.mount(env, repo, "new")
+    assert (new / "config.json").read_bytes() == b'{"v": 2, "longer": true}\n'
+    assert sorted(os.listdir(new / "data")) == ["a.txt", "b.txt"]
+    assert os.getxattr(new, "user.hub.commit").decode() == second
+    by_id = mounts.mount(env, f"{repo}@{first}", "by-id")  # a commit id pins as well
+    assert (by_id / "config.json").read_bytes() == b'{"v": 1}\n'
+
+
+def test_a_file_read_through_two_mounts_is_fetched_once(hub, alice, unique, tmp_path, mounts):
+    repo = f"datasets/alice/cache-{unique}"
+    files = sample_repo()
+    push_files(hub, alice, repo.removeprefix("datasets/"), files, tmp_path, repo_type="dataset")
+    cache = tmp_path / "cache"
+    env = client_env(hub, alice, cache)
+    a = mounts.mount(env, repo, "a", "--no-prefetch")
+    b = mounts.mount(env, repo, "b", "--no-prefetch")
+
+    files[".gitattributes"] = (a / ".gitattributes").read_bytes()  # every file, so that a pull finds all
+    for name, data in files.items():
+        assert (a / name).read_bytes() == data
+    fetched_a = stats(a)
+    assert fetched_a["bytes_fetched"] >= sum(len(v) for v in files.values())
+    before = blobs_in(cache)
+    assert not [k for k in before if k.startswith("tmp/")]
+
+    for name, data in files.items():
+        assert (b / name).read_bytes() == data
+    assert stats(b) == {"files_fetched": 0, "bytes_fetched": 0, "cache_hits": len(files), "prefetched": 0}
+    assert blobs_in(cache) == before  # no blob written again, nothing left half-written
+
+    # `hub pull` takes what the mounts cached instead of downloading it...
+    pull = subprocess.run([sys.executable, "-m", "storage.cli", "pull", repo], capture_output=True, text=True,
+                          env=env | {"HF_HUB_CACHE": str(tmp_path / "hf")}, cwd=ROOT, timeout=120)
+    assert pull.returncode == 0, pull.stderr
+    assert "fetched 0 bytes" in pull.stderr
+    snapshot = Path(pull.stdout.strip())
+    assert (snapshot / "weights.bin").read_bytes() == files["weights.bin"]
+    # ...and what it downloads, a mount with that cache does not fetch again.
+    other_cache = tmp_path / "cache2"
+    env2 = client_env(hub, alice, other_cache)
+    other_cache.joinpath("blobs").mkdir(parents=True)  # a machine whose mounts made a cache
+    pull = subprocess.run([sys.executable, "-m", "storage.cli", "pull", repo, "--local-dir", str(tmp_path / "ld")],
+                          capture_output=True, text=True, env=env2, cwd=ROOT, timeout=120)
+    assert pull.returncode == 0, pull.stderr
+    c = mounts.mount(env2, repo, "c", "--no-prefetch")
+    assert (c / "weights.bin").read_bytes() == files["weights.bin"]
+    assert stats(c)["bytes_fetched"] == 0
+
+
+def test_listing_a_directory_prefetches_its_small_files(hub, alice, unique, tmp_path, mounts):
+    repo = f"alice/many-{unique}"
+    files = {f"shards/{i:04d}.bin": os.urandom(4096) for i in range(300)}
+    push_files(hub, alice, repo, files, tmp_path)
+    m = mounts.mount(client_env(hub, alice, tmp_path / "cache"), repo, "many")
+    assert len(os.listdir(m / "shards")) == 300
+    deadline = time.time() + 30
+    while time.time() < deadline and stats(m)["prefetched"] < 300:
+        time.sleep(0.05)
+    assert stats(m)["prefetched"] == 300
+    fetched = stats(m)["bytes_fetched"]
+    for name, data in files.items():
+        assert (m / name).read_bytes() == data
+    assert stats(m)["bytes_fetched"] == fetched  # every read came from the cache
+
+
+def test_mount_errors_are_one_line(hub, alice, bob, unique, tmp_path, mounts):
+    repo = f"alice/private-{unique}"
+    from storage.client import HubClient
+
+    HubClient(hub.url, alice).create_repo("model", repo, private=True)
+    push_files(hub, alice, repo, {"a.txt": b"a"}, tmp_path)
+    env = client_env(hub, bob, tmp_path / "cache")
+    failed(hub_mount(env, "mount", repo, str(tmp_path / "x")), "not found")
+    failed(hub_mount(env, "mount", f"alice/none-{unique}", str(tmp_path / "x")), "not found")
+    failed(hub_mount(client_env(hub, alice, tmp_path / "cache"), "mount", f"{repo}@nobranch", str(tmp_path / "x")),
+           "nobranch")
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "file").write_text("x")
+    failed(hub_mount(client_env(hub, alice, tmp_path / "cache"), "mount", repo, str(busy)), "not empty")
+    failed(hub_mount(env, "umount", str(tmp_path / "x")), "not mounted")
+    bad = hub_mount(env, "mount", "alice/x/y/z", str(tmp_path / "x"))
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+
+
+# --- the volume ---------------------------------------------------------------------------------------
+
+@pytest.fixture
+def two_volume_mounts(hub, alice, unique, tmp_path, mounts) -> tuple[Path, Path]:
+    """alice's volume mounted twice, as on two instances (each its own cache), at a fresh directory."""
+    a = mounts.mount(client_env(hub, alice, tmp_path / "cache-a"), "volume", "vol-a")
+    b = mounts.mount(client_env(hub, alice, tmp_path / "cache-b"), "volume", "vol-b")
+    (a / f"t-{unique}").mkdir()
+    return a / f"t-{unique}", b / f"t-{unique}"
+
+
+def test_volume_writes_are_seen_from_another_mount_after_close(two_volume_mounts):
+    a, b = two_volume_mounts
+    big = os.urandom(24 * MiB + 5)  # an upload session on the test hubs (parts of 8 MiB)
+    with open(a / "ckpt.pt", "wb") as fh:
+        fh.write(big[:MiB])
+        fh.flush()
+        assert (a / "ckpt.pt").stat().st_size == MiB  # this mount sees its own writes at once
+        time.sleep(1.5)
+        assert not (b / "ckpt.pt").exists()  # the other sees nothing before close
+        fh.write(big[MiB:])
+    assert (b / "ckpt.pt").read_bytes() == big
+    assert os.getxattr(b / "ckpt.pt", "user.hub.sha256").decode() == hashlib.sha256(big).hexdigest()
+
+    (b / "notes.txt").write_bytes(b"version one\n")
+    assert (a / "notes.txt").read_bytes() == b"version one\n"
+    (b / "notes.txt").write_bytes(b"version two, which is longer\n")
+    assert (a / "notes.txt").read_bytes() == b"version two, which is longer\n"  # reopened: the new version
+    (b / "notes.txt").write_bytes(b"v3\n")
+    assert (a / "notes.txt").read_bytes() == b"v3\n"
+
+    with open(a / "notes.txt", "r+b") as fh:  # in place: read, change a byte, append
+        assert fh.read() == b"v3\n"
+        fh.seek(1)
+        fh.write(b"4")
+        fh.seek(0, os.SEEK_END)
+        fh.write(b"more\n")
+    assert (b / "notes.txt").read_bytes() == b"v4\nmore\n"
+    os.truncate(a / "notes.txt", 2)
+    assert (b / "notes.txt").read_bytes() == b"v4"
+    with open(a / "empty", "wb"):
+        pass
+    assert (b / "empty").read_bytes() == b""
+
+    (a / "d1" / "d2").mkdir(parents=True)
+    (a / "d1" / "d2" / "x.bin").write_bytes(b"x" * 10)
+    assert sorted(os.listdir(b)) == ["ckpt.pt", "d1", "empty", "notes.txt"]
+    with pytest.raises(OSError) as exc:
+        os.rmdir(b / "d1")
+    assert exc.value.errno == errno.ENOTEMPTY
+    os.unlink(b / "d1" / "d2" / "x.bin")
+    os.rmdir(b / "d1" / "d2")
+    os.rmdir(b / "d1")
+    time.sleep(1.1)  # a name another mount removed is gone here once the entry timeout (1 s) has passed
+    assert not (a / "d1").exists()
+    with pytest.raises(FileNotFoundError):
+        os.unlink(a / "d1")
+
+
+def test_rename_on_the_volume_is_atomic(two_volume_mounts):
+    a, b = two_volume_mounts
+    old, new = os.urandom(3 * MiB), os.urandom(3 * MiB)
+    (a / "model.pt").write_bytes(old)
+    seen: list[bytes | str] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                seen.append((b / "model.pt").read_bytes())
+            except OSError as err:
+                seen.append(f"{type(err).__name__}: {err}")
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for i in range(4):
+            tmp = a / f".model.pt.tmp{i}"
+            tmp.write_bytes(new if i % 2 == 0 else old)
+            os.rename(tmp, a / "model.pt")  # write, then rename: readers see one version or the other
+            time.sleep(0.3)
+    finally:
+        stop.set()
+        t.join()
+    assert seen and all(s in (old, new) for s in seen), {s if isinstance(s, str) else len(s) for s in seen}
+    assert (b / "model.pt").read_bytes() == old
+    assert sorted(os.listdir(b)) == ["model.pt"]
+
+    # a directory with what is inside it, in one metadata call
+    (a / "run1").mkdir()
+    for i in range(20):
+        (a / "run1" / f"f{i}").write_bytes(b"%d" % i)
+    t0 = time.monotonic()
+    os.rename(a / "run1", a / "run2")
+    assert time.monotonic() - t0 < 2.0
+    assert sorted(os.listdir(a / "run2")) == sorted(f"f{i}" for i in range(20))
+    time.sleep(1.1)  # b listed this directory a moment ago: new names show there within a second
+    assert sorted(os.listdir(b / "run2")) == sorted(f"f{i}" for i in range(20))
+    assert (b / "run2" / "f7").read_bytes() == b"7" and not (b / "run1").exists()
+
+
+def test_an_over_quota_write_fails_at_close_and_keeps_the_old_file(hub, unique, tmp_path, mounts):
+    user = f"q{unique}"
+    token = hub.manage("hub_token", user, "--quota", "2MB").stdout.strip().splitlines()[-1]
+    m = mounts.mount(client_env(hub, token, tmp_path / "cache"), "volume", "vol-q")
+    (m / "keep.bin").write_bytes(b"old bytes\n")
+    fh = open(m / "keep.bin", "wb")
+    fh.write(os.urandom(3 * 10**6))
+    with pytest.raises(OSError) as exc:
+        fh.close()
+    assert exc.value.errno in (errno.EDQUOT, errno.ENOSPC)
+    assert (m / "keep.bin").read_bytes() == b"old bytes\n"
+    r = requests.get(f"{hub.url}/api/volume/files/keep.bin", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert r.content == b"old bytes\n"
+    assert "keep.bin" in mounts.log("vol-q") and "EDQUOT" in mounts.log("vol-q")
+    with pytest.raises(OSError) as exc:  # a new file too
+        with open(m / "new.bin", "wb") as fh:
+            fh.write(os.urandom(3 * 10**6))
+    assert exc.value.errno in (errno.EDQUOT, errno.ENOSPC)
+    assert not (m / "new.bin").exists()
+
+
+def test_ls_of_ten_thousand_entries_takes_well_under_a_second(hub, alice, unique, tmp_path, mounts):
+    where = f"wide-{unique}"
+    hub.manage("shell", "-c", (
+        "from django.contrib.auth import get_user_model; from django.db import transaction; "
+        "from hub.volumes import services; "
+        "v = services.volume_of(get_user_model().objects.get(username='alice')); "
+        f"services.do_mkdir(v, '{where}', parents=True); "
+        "exec('with transaction.atomic():\\n for i in range(10000):\\n"
+        f"  services.do_mkdir(v, \"{where}/e%05d\" % i)')"))
+    m = mounts.mount(client_env(hub, alice, tmp_path / "cache"), "volume", "vol-wide")
+    t0 = time.monotonic()
+    names = os.listdir(m / where)
+    took = time.monotonic() - t0
+    assert len(names) == 10_000 and sorted(names)[0] == "e00000"
+    assert took < 1.0, f"listing 10,000 entries took {took:.2f} s"
+    t0 = time.monotonic()
+    for n in names[:2000]:
+        os.stat(m / where / n)  # answered from the listing: no request per entry
+    assert time.monotonic() - t0 < 2.0
+
+
+# --- a hub restart, a revoked token, the instance agent ------------------------------------------------
+
+def restart(hub, down: float) -> None:
+    """Stops the hub's server and starts it again on the same port after `down` seconds."""
+    hub.proc.terminate()
+    hub.proc.wait(30)
+    time.sleep(down)
+    hub.proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "hub.wsgi", "-b", f"127.0.0.1:{hub.port}", "-k", "gthread",
+         "--threads", "8", "-w", "2", "--timeout", "300", "--graceful-timeout", "5"],
+        env=hub.env, cwd=ROOT, stdout=hub.log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if requests.get(f"{hub.url}/healthz", timeout=2).ok:
+                return
+        except requests.RequestException:
+            time.sleep(0.2)
+    raise RuntimeError("the hub did not come back")
+
+
+def test_reads_survive_a_hub_restart(hub, alice, unique, tmp_path, mounts):
+    if hub.name != "embedded":
+        pytest.skip("one backend is enough to restart")
+    repo = f"alice/restart-{unique}"
+    files = {f"f{i:03d}.bin": os.urandom(50_000 + i) for i in range(60)}
+    push_files(hub, alice, repo, files, tmp_path)
+    env = client_env(hub, alice, tmp_path / "cache")
+    m = mounts.mount(env, repo, "restart", "--no-prefetch")
+    vol = mounts.mount(env, "volume", "restart-vol")
+    (vol / f"r-{unique}.txt").write_bytes(b"survives\n")
+    results: dict[str, bytes | str] = {}
+
+    def read_all() -> None:
+        for name in files:
+            try:
+                results[name] = (m / name).read_bytes()
+            except OSError as err:
+                results[name] = f"{err}"
+            time.sleep(0.05)
+
+    t = threading.Thread(target=read_all)
+    t.start()
+    time.sleep(0.5)
+    restart(hub, down=3.0)
+    t.join(120)
+    assert results == files
+    assert (vol / f"r-{unique}.txt").read_bytes() == b"survives\n"
+
+
+def test_an_unreachable_hub_is_eio_in_bounded_time_and_a_revoked_token_eacces(hub, alice, unique, tmp_path, mounts):
+    if hub.name != "embedded":
+        pytest.skip("one backend is enough")
+    repo = f"alice/down-{unique}"
+    push_files(hub, alice, repo, {"a.bin": b"a" * 1000, "b.bin": b"b" * 1000}, tmp_path)
+    token = hub.token("alice")  # its own, to revoke
+    env = client_env(hub, token, tmp_path / "cache", HUB_MOUNT_RETRY_SECONDS="2")
+    m = mounts.mount(env, repo, "down", "--no-prefetch")
+    hub.manage("shell", "-c", "from hub.accounts.models import ApiToken; "
+               "ApiToken.objects.filter(user__username='alice').order_by('-id').first().delete()")
+    with pytest.raises(PermissionError) as exc:
+        (m / "a.bin").read_bytes()
+    assert exc.value.errno == errno.EACCES
+    assert "rejected the token" in mounts.log("down")
+
+    m2 = mounts.mount(client_env(hub, alice, tmp_path / "cache2", HUB_MOUNT_RETRY_SECONDS="2"), repo, "down2",
+                      "--no-prefetch")
+    hub.proc.terminate()  # and then the hub is gone for good
+    hub.proc.wait(30)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(OSError) as exc:
+            (m2 / "b.bin").read_bytes()
+        assert exc.value.errno == errno.EIO
+        assert time.monotonic() - t0 < 20
+        assert "cannot reach" in mounts.log("down2") or "kept failing" in mounts.log("down2")
+    finally:
+        restart(hub, down=0)
+
+
+def test_the_agent_mounts_the_instance_spec_and_beats(hub, alice, unique, tmp_path):
+    repo = f"alice/agent-{unique}"
+    push_files(hub, alice, repo, {"config.json": b'{"agent": true}\n'}, tmp_path, repo_type="dataset")
+    r = requests.post(f"{hub.url}/api/instances", headers={"Authorization": f"Bearer {alice}"}, timeout=30,
+                      json={"name": f"gpu-{unique}", "mounts": [{"repo": repo, "type": "dataset"}]})
+    assert r.status_code == 201, r.text
+    instance = r.json()
+    root = tmp_path / "root"
+    env = client_env(hub, "", tmp_path / "cache", HUB_INSTANCE_TOKEN=instance["token"], HUB_MOUNT_ROOT=str(root))
+    del env["HUB_TOKEN"]
+    try:
+        ok(hub_mount(env, "mount", "--auto", "--log-file", str(tmp_path / "agent.log")))
+        data = root / "datasets" / repo
+        assert (data / "config.json").read_bytes() == b'{"agent": true}\n'
+        (root / "volume" / f"agent-{unique}.txt").write_bytes(b"from the instance\n")
+        got = requests.get(f"{hub.url}/api/volume/files/agent-{unique}.txt",
+                           headers={"Authorization": f"Bearer {alice}"}, timeout=30)
+        assert got.content == b"from the instance\n"
+        listed = requests.get(f"{hub.url}/api/instances", headers={"Authorization": f"Bearer {alice}"},
+                              timeout=30).json()
+        mine = next(i for i in listed if i["id"] == instance["id"])
+        assert mine["last_heartbeat"] and mine["agent"].startswith("hub-mount/")
+        (agent_pid,) = [json.loads(p.read_text())["pid"] for p in (tmp_path / "cache" / "run").glob("auto-*.json")]
+    finally:
+        down = hub_mount(env, "umount", "--auto")
+        subprocess.run(f"grep ' {root}' /proc/self/mountinfo | cut -d' ' -f5 | xargs -r -n1 fusermount3 -u -z",
+                       shell=True)
+        for p in (tmp_path / "cache" / "run").glob("*.json"):
+            _stop(json.loads(p.read_text())["pid"])
+    assert down.returncode == 0, down.stderr
+    assert not os.path.ismount(root / "volume") and not os.path.ismount(root / "datasets" / repo)
+    assert not _alive(agent_pid)
