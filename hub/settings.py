@@ -152,6 +152,8 @@ if not HUB_CACHE_URL:
 RATELIMIT_IP_META_KEY = env("HUB_CLIENT_IP_HEADER") or None  # e.g. HTTP_X_REAL_IP behind a proxy
 HUB_AUTH_FAIL_RATE = env("HUB_AUTH_FAIL_RATE") or "30/m"  # wrong tokens or passwords per client address
 HUB_TOKEN_CREATE_RATE = env("HUB_TOKEN_CREATE_RATE") or "20/m"  # new tokens (and instances) per user
+# Seconds the catalog's home, list and search pages are kept for visitors without a session (0: never).
+HUB_PAGE_CACHE_SECONDS = envint("HUB_PAGE_CACHE_SECONDS", 15)
 
 # --- celery --------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL") or ""

@@ -118,24 +118,29 @@ def do_upsert_entry(repo: Repo, data: EntryData) -> tuple[CatalogEntry, str]:
             for k, v in values.items():
                 setattr(entry, k, v)
             outcome = "updated"
-        entry.search_text = _search_text(repo, entry)
+        entry.search_text = search_text(repo, entry)
         entry.save()
         _set_facets(repo, entry)
         refresh_search([entry.pk])
     return entry, outcome
 
 
-def _search_text(repo: Repo, e: CatalogEntry) -> str:
+def search_text(repo: Repo, e: CatalogEntry) -> str:
+    """What a search matches for this entry: ids, title, summary, tasks, modality, language names, license."""
     parts = [repo.repo_id, e.upstream_id, e.title, e.summary, " ".join(e.tasks).replace("-", " "),
              " ".join(e.modality), " ".join(language_name(c) for c in e.languages), e.license, e.base_model,
              e.parameters]
     return " ".join(p for p in parts if p)
 
 
+def facets_of(e: CatalogEntry) -> set[tuple[str, str]]:
+    return ({(CatalogFacet.TASK, v) for v in e.tasks} | {(CatalogFacet.MODALITY, v) for v in e.modality}
+            | {(CatalogFacet.LANGUAGE, v) for v in e.languages}
+            | ({(CatalogFacet.LICENSE, e.license)} if e.license else set()))
+
+
 def _set_facets(repo: Repo, e: CatalogEntry) -> None:
-    wanted = ({(CatalogFacet.TASK, v) for v in e.tasks} | {(CatalogFacet.MODALITY, v) for v in e.modality}
-              | {(CatalogFacet.LANGUAGE, v) for v in e.languages}
-              | ({(CatalogFacet.LICENSE, e.license)} if e.license else set()))
+    wanted = facets_of(e)
     have = set(CatalogFacet.objects.filter(repo=repo).values_list("kind", "value"))
     for kind, value in have - wanted:
         CatalogFacet.objects.filter(repo=repo, kind=kind, value=value).delete()
@@ -225,10 +230,8 @@ def _text_filter(q: str) -> Q | None:
 
 
 def listing(user, query: Query) -> QuerySet[Repo]:
-    """Repos of `query.type` the user may see, searched, filtered and sorted as `query` says,
-    annotated with `mirrored` and `size`."""
-    qs = (repos.visible_repos(user).filter(type=query.type).select_related("catalog")
-          .annotate(mirrored=ExpressionWrapper(MIRRORED, output_field=BooleanField()), size=SIZE))
+    """Repos of `query.type` the user may see, searched, filtered and sorted as `query` says."""
+    qs = repos.visible_repos(user).filter(type=query.type)
     text = _text_filter(query.q)
     if text is not None:
         qs = qs.filter(text)
@@ -240,6 +243,8 @@ def listing(user, query: Query) -> QuerySet[Repo]:
         qs = qs.filter(MIRRORED)
     elif query.mirrored == "no":
         qs = qs.exclude(MIRRORED)
+    if query.size or query.sort == "size":
+        qs = qs.annotate(size=SIZE)
     if query.size:
         _, _, low, high = next(b for b in SIZE_BUCKETS if b[0] == query.size)
         if low is None:
@@ -251,10 +256,22 @@ def listing(user, query: Query) -> QuerySet[Repo]:
     return qs.order_by(*SORTS[query.sort][1])
 
 
+def with_card_fields(qs: QuerySet[Repo]) -> QuerySet[Repo]:
+    """What a list shows of each repo: its namespace, its catalog entry (without the search
+    columns), whether it is mirrored, its size."""
+    return (qs.select_related("namespace", "catalog").defer("catalog__search_text", "catalog__search")
+            .annotate(mirrored=ExpressionWrapper(MIRRORED, output_field=BooleanField()), size=SIZE))
+
+
 def search(user, query: Query, per_page: int = PER_PAGE) -> Page:
-    """One page of `listing()`. A page number past the end gives the last page."""
-    paginator = Paginator(listing(user, query), per_page)
-    return paginator.get_page(query.page)
+    """One page of `listing()`; a page number past the end gives the last page. The sort runs over
+    ids alone and only the page's rows are then read whole: sorting thousands of full rows (with
+    their summaries) was most of a list page's time."""
+    page = Paginator(listing(user, query).values_list("pk", flat=True), per_page).get_page(query.page)
+    ids = list(page.object_list)
+    rows = with_card_fields(Repo.objects.filter(pk__in=ids)).in_bulk(ids)
+    page.object_list = [rows[i] for i in ids if i in rows]
+    return page
 
 
 def facet_options(repo_type: str) -> dict[str, list[tuple[str, str, int]]]:
@@ -292,8 +309,7 @@ class HomeStats:
 def home(user) -> HomeStats:
     visible = repos.visible_repos(user)
     counts = dict(visible.values_list("type").annotate(n=Count("id")).order_by())
-    base = visible.select_related("catalog").annotate(
-        mirrored=ExpressionWrapper(MIRRORED, output_field=BooleanField()), size=SIZE)
+    base = with_card_fields(visible)
     wanted = Q()
     for t, repo_id in HIGHLIGHTS:
         ns, name = repo_id.split("/")

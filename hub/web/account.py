@@ -6,23 +6,38 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from hub.accounts import services as accounts
+from hub.accounts.middleware import limit_failures, limit_token_creation
 from hub.catalog import services as catalog
 from hub.config import format_size
-from hub.errors import BadRequest
+from hub.errors import BadRequest, TooManyRequests
 from hub.instances import services as instances
 from hub.quotas import services as quotas
 from hub.repos import blobs, serving
 from hub.repos.models import Repo
 from hub.volumes import services as volumes
-from hub.web.pages import actor_of, page
+from hub.web.pages import actor_of, error_page, page
 
 VOLUME_PAGE = 200
+
+
+class LoginView(auth_views.LoginView):
+    """Django's sign-in, with wrong passwords counted against the client address like wrong tokens."""
+
+    template_name = "web/login.html"
+    redirect_authenticated_user = True
+
+    def form_invalid(self, form) -> HttpResponse:
+        if limit_failures(self.request):
+            return error_page(self.request, TooManyRequests(
+                "too many failed sign-ins from your address; wait a minute and try again"))
+        return super().form_invalid(form)
 
 
 @login_required
@@ -134,6 +149,7 @@ def volume_delete(request: HttpRequest) -> HttpResponse:
 @page
 def tokens(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
+        limit_token_creation(request, request.user)
         name = (request.POST.get("name") or "").strip()[:100] or "web"
         read_only = request.POST.get("role") != "write"
         token = accounts.do_create_token(request.user, name=name, read_only=read_only)
@@ -171,6 +187,7 @@ def _mount(request: HttpRequest) -> instances.MountRequest:
 def instance_list(request: HttpRequest) -> HttpResponse:
     actor = actor_of(request)
     if request.method == "POST":
+        limit_token_creation(request, request.user)
         mounts = [_mount(request)] if (request.POST.get("repo") or "").strip() else []
         instance, token = instances.do_register(actor, (request.POST.get("name") or "").strip(), mounts)
         request.session["new_instance"] = {"name": instance.name, "token": token}

@@ -1,9 +1,12 @@
 """What every web view shares: errors rendered as pages a person understands, and the caller."""
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from functools import wraps
 
+from django.conf import settings
+from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -18,6 +21,7 @@ TITLES = {
     409: "That clashes with something already there",
     412: "That changed in the meantime",
     413: "Over your storage quota",
+    429: "Slow down",
     416: "Range not satisfiable",
     503: "Storage is unavailable",
 }
@@ -54,5 +58,29 @@ def page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
             return view(request, *args, **kwargs)
         except HubError as err:
             return error_page(request, err)
+
+    return wrapper
+
+
+def anonymous_cache(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Keeps the page a visitor without a session gets for HUB_PAGE_CACHE_SECONDS, per process (or in
+    the shared cache): every such visitor sees the same page, so list and search pages cost a cache
+    lookup under load. Anything signed in, or carrying a session or messages, is rendered fresh, so
+    people always see their own changes at once; others' changes may show up that many seconds late."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        seconds = settings.HUB_PAGE_CACHE_SECONDS
+        if (not seconds or request.method != "GET" or request.user.is_authenticated
+                or settings.SESSION_COOKIE_NAME in request.COOKIES or "messages" in request.COOKIES):
+            return view(request, *args, **kwargs)
+        key = "web:page:" + hashlib.sha1(f"{request.get_host()}{request.get_full_path()}".encode()).hexdigest()
+        body = cache.get(key)
+        if body is not None:
+            return HttpResponse(body)
+        response = view(request, *args, **kwargs)
+        if response.status_code == 200 and not response.cookies and not getattr(response, "streaming", False):
+            cache.set(key, response.content, seconds)
+        return response
 
     return wrapper

@@ -11,18 +11,20 @@ from hub.catalog import services as catalog
 from hub.hfapi.views import base_url
 from hub.repos import services as repos
 from hub.repos.models import Repo
-from hub.web.pages import actor_of, page, user_of
+from hub.web.pages import actor_of, anonymous_cache, page, user_of
 
 KINDS = {"datasets": Repo.DATASET, "models": Repo.MODEL}
 HISTORY_PAGE = 30
 
 
 @require_GET
+@anonymous_cache
 def home(request: HttpRequest) -> HttpResponse:
     return render(request, "web/home.html", {"stats": catalog.home(user_of(request))})
 
 
 @require_GET
+@anonymous_cache
 def repo_list(request: HttpRequest, kind: str) -> HttpResponse:
     repo_type = KINDS[kind]
     query = catalog.Query.from_params(repo_type, request.GET)

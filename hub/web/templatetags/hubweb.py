@@ -4,6 +4,8 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django import template
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from hub.catalog.services import language_name
 from hub.config import format_size
@@ -48,3 +50,15 @@ def query(params, **changes) -> str:
         else:
             data[k] = v
     return "?" + urlencode(data) if data else "?"
+
+
+@register.simple_tag
+def options(choices, selected: str, empty: str = ""):
+    """<option>s of a filter: (value, label[, count]) tuples, `selected` marked, after a blank
+    option labelled `empty` (none if it is ''). Built in Python
+    because a list page has a hundred of them and the template loop was most of its render time."""
+    rows = [(value, label, f" ({rest[0]})" if rest else "", " selected" if value == selected else "")
+            for value, label, *rest in choices]
+    blank = format_html('<option value="">{}</option>', empty) if empty else ""
+    return blank + format_html_join(
+        "", '<option value="{}"{}>{}{}</option>', ((v, mark_safe(sel), label, n) for v, label, n, sel in rows))

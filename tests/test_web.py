@@ -1,0 +1,401 @@
+"""The web catalog in a real headless Chromium (Debian's, driven by Playwright) against live hubs
+seeded with the real catalog. Screenshots of the main pages go to tests/artifacts/screenshots/.
+
+Personas: alice-* signs in and uses her account; bob-* owns a private repo; an anonymous visitor
+browses."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+import pytest
+import requests
+
+CHROMIUM = os.environ.get("HUB_TEST_CHROMIUM", "/usr/bin/chromium")
+SHOTS = Path(__file__).resolve().parent / "artifacts" / "screenshots"
+PASSWORD = "correct horse battery"
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="session")
+def site(hub):
+    """The hub with the real seed catalog and the samples loaded (once per backend)."""
+    out = hub.manage("seed_catalog").stdout
+    assert "sample hub-samples/tiny-gpt2" in out
+    return hub
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    context.set_default_timeout(20_000)
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+def shot(page, hub, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{hub.name}-{name}.png"), full_page=True)
+
+
+def sign_in(page, hub, username: str) -> None:
+    hub.manage("hub_password", username, "--password", PASSWORD)
+    page.goto(f"{hub.url}/accounts/login")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("main form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/settings$"))
+
+
+def total(page) -> int:
+    return int(page.inner_text("#total").replace(",", ""))
+
+
+def result_ids(page) -> list[str]:
+    return page.locator("#results .card .title a").all_inner_texts()
+
+
+# --- anonymous browsing ---------------------------------------------------------------------------
+
+def test_it_shows_counts_and_highlights_on_the_home_page(site, page) -> None:
+    page.goto(site.url)
+    stats = page.locator(".stat b").all_inner_texts()
+    assert int(stats[0].replace(",", "")) >= 300 and int(stats[1].replace(",", "")) >= 50
+    highlights = page.locator(".card .title a").all_inner_texts()
+    assert "ILSVRC/imagenet-1k" in highlights and "THUDM/chatglm3-6b" in highlights
+    shot(page, site, "home")
+    page.fill(".hero input[type=search]", "chatglm3")
+    page.click("text=Search models")
+    page.wait_for_url(re.compile(r".*/models\?q=chatglm3"))
+    assert "THUDM/chatglm3-6b" in result_ids(page)
+
+
+def test_it_searches_filters_sorts_and_pages_the_datasets(site, page) -> None:
+    page.goto(f"{site.url}/datasets")
+    everything = total(page)
+    assert everything >= 300
+    first_page = result_ids(page)
+    assert len(first_page) == 30
+    page.click(".pager a[rel=next]")
+    page.wait_for_url(re.compile(r".*p=2"))
+    assert not set(result_ids(page)) & set(first_page)
+
+    page.goto(f"{site.url}/datasets")
+    page.fill(".searchbar input[type=search]", "imagenet")
+    page.click(".searchbar button")
+    page.wait_for_url(re.compile(r".*q=imagenet"))
+    assert "ILSVRC/imagenet-1k" in result_ids(page)
+    assert total(page) < 20
+
+    # Chinese dialogue corpora: search, then a language filter (applied on change by the page's script).
+    page.goto(f"{site.url}/datasets?q=dialogue")
+    dialogue = total(page)
+    page.select_option("#f-language", "zh")
+    page.wait_for_url(re.compile(r".*language=zh"))
+    assert 0 < total(page) < dialogue
+    chips = page.locator("#results .card").count()
+    assert chips == total(page)
+    assert page.locator(".active .chip.lang").inner_text().startswith("Chinese")
+    shot(page, site, "datasets-filtered")
+
+    # Mirrored only: the samples with real files, and nothing else of the seed.
+    page.goto(f"{site.url}/datasets?mirrored=yes&sort=name")
+    ids = result_ids(page)
+    assert {"scikit-learn/iris", "hub-samples/wine", "hub-samples/digits"} <= set(ids)
+    assert "ILSVRC/imagenet-1k" not in ids
+    assert ids == sorted(ids, key=str.lower)
+
+    # Size bucket and task filter on the models, sorted by size.
+    page.goto(f"{site.url}/models?task=text-generation&language=zh")
+    chinese_chat = _all_ids(page, site, "/models?task=text-generation&language=zh")
+    assert {"THUDM/chatglm3-6b", "baichuan-inc/Baichuan2-7B-Chat", "hfl/chinese-alpaca-2-7b"} <= set(chinese_chat)
+    page.goto(f"{site.url}/datasets?size=gt100g&sort=size")
+    big = result_ids(page)
+    assert "ILSVRC/imagenet-1k" in big  # about 167 GB upstream
+    page.goto(f"{site.url}/datasets?size=lt100m&mirrored=yes")
+    assert "scikit-learn/iris" in result_ids(page) and not set(big) & set(result_ids(page))
+
+
+def _all_ids(page, hub, path: str) -> list[str]:
+    ids: list[str] = []
+    page.goto(hub.url + path)
+    while True:
+        ids += result_ids(page)
+        nxt = page.locator(".pager a[rel=next]")
+        if not nxt.count():
+            return ids
+        nxt.click()
+        page.wait_for_load_state()
+
+
+def test_it_says_plainly_when_an_entry_is_not_mirrored(site, page) -> None:
+    page.goto(f"{site.url}/datasets/ILSVRC/imagenet-1k")
+    notice = page.locator("#not-mirrored")
+    text = notice.inner_text()
+    assert "not on this hub yet" in text and "167 GB" in text
+    assert "python manage.py mirror datasets/ILSVRC/imagenet-1k" in text
+    assert page.locator(".badge.pending").first.is_visible()
+    use = page.locator("#use-it").inner_text()
+    assert "hub pull datasets/ILSVRC/imagenet-1k" in use and "/mnt/hub/datasets/ILSVRC/imagenet-1k" in use
+    assert f"HF_ENDPOINT={site.url}" in use and 'load_dataset("ILSVRC/imagenet-1k")' in use
+    shot(page, site, "repo-not-mirrored")
+
+
+def test_it_renders_a_sample_card_and_its_snippets(site, page) -> None:
+    page.goto(f"{site.url}/datasets/scikit-learn/iris")
+    assert page.locator("#not-mirrored").count() == 0
+    card = page.locator("article.markdown").inner_text()
+    assert "150 rows" in card and "configs:" not in card  # the YAML front matter is not shown
+    use = page.locator("#use-it").inner_text()
+    assert "hub://datasets/scikit-learn/iris/data/train-00000-of-00001.parquet" in use
+    shot(page, site, "repo-card")
+    page.goto(f"{site.url}/hub-samples/tiny-gpt2")
+    use = page.locator("#use-it").inner_text()
+    assert 'AutoModel.from_pretrained("hub-samples/tiny-gpt2")' in use and "hub pull hub-samples/tiny-gpt2" in use
+
+
+def test_it_browses_files_at_a_tag_and_downloads_the_bytes(site, page, unique) -> None:
+    owner = f"carol-{unique}"
+    api = site.api(site.token(owner))
+    repo_id = f"{owner}/tagged-{unique}"
+    api.create_repo(repo_id, repo_type="dataset")
+    v1 = os.urandom(50_000)
+    api.upload_file(path_or_fileobj=v1, path_in_repo="data/part-0.bin", repo_id=repo_id, repo_type="dataset",
+                    commit_message="first part")
+    api.create_tag(repo_id, tag="v1", repo_type="dataset")
+    api.upload_file(path_or_fileobj=b"second", path_in_repo="data/part-1.bin", repo_id=repo_id,
+                    repo_type="dataset", commit_message="second part")
+    api.upload_file(path_or_fileobj=b"changed", path_in_repo="data/part-0.bin", repo_id=repo_id,
+                    repo_type="dataset", commit_message="replace the first part")
+
+    page.goto(f"{site.url}/datasets/{repo_id}")
+    page.click(".tabs >> text=Files")
+    page.select_option("#rev", "v1")
+    page.click("form.inline button:has-text('Go')")
+    page.wait_for_url(re.compile(r".*/tree/v1$"))
+    page.click("#files a:has-text('data/')")
+    page.wait_for_url(re.compile(r".*/tree/v1/data$"))
+    names = page.locator("#files td.name a").all_inner_texts()
+    assert names == ["part-0.bin"]  # part-1.bin came after the tag
+    assert "50 kB" in page.locator("#files").inner_text()
+    shot(page, site, "files-at-tag")
+    with page.expect_download() as download:
+        page.click("#files a.download")
+    assert Path(download.value.path()).read_bytes() == v1
+
+    page.goto(f"{site.url}/datasets/{repo_id}/tree/main/data")
+    assert page.locator("#files td.name a").all_inner_texts() == ["part-0.bin", "part-1.bin"]
+    page.click("#files a:has-text('part-1.bin')")
+    assert page.locator(".file-view").inner_text().count("sha256") == 1
+    with page.expect_download() as download:
+        page.click(".file-view a.download")
+    assert Path(download.value.path()).read_bytes() == b"second"
+
+    page.click(".tabs >> text=History")
+    titles = page.locator("#commits a.title").all_inner_texts()
+    assert titles[:3] == ["replace the first part", "second part", "first part"]
+    page.click(".tabs >> text=Branches")
+    assert page.locator("#tags").inner_text().startswith("v1")
+    assert "main" in page.locator("#branches").inner_text()
+
+
+def test_a_sample_file_downloads_byte_for_byte(site, page) -> None:
+    page.goto(f"{site.url}/datasets/scikit-learn/iris/tree/v1.0")
+    with page.expect_download() as download:
+        page.locator("#files tr", has_text="iris.csv").locator("a.download").click()
+    got = Path(download.value.path()).read_bytes()
+    want = requests.get(f"{site.url}/datasets/scikit-learn/iris/resolve/v1.0/iris.csv", timeout=30).content
+    assert got == want and got.startswith(b"sepal length (cm),")
+    shot(page, site, "files")
+
+
+def test_missing_and_private_repos_get_the_same_404_page(site, page, unique) -> None:
+    bob = f"bob-{unique}"
+    api = site.api(site.token(bob))
+    api.create_repo(f"{bob}/secret", private=True)
+    api.upload_file(path_or_fileobj=b"# hush\n", path_in_repo="README.md", repo_id=f"{bob}/secret")
+
+    private = page.goto(f"{site.url}/{bob}/secret")
+    private_text = page.locator(".error-page h1").inner_text()
+    missing = page.goto(f"{site.url}/{bob}/no-such-repo")
+    assert private.status == missing.status == 404
+    assert private_text == page.locator(".error-page h1").inner_text() == "Not found"
+    assert page.goto(f"{site.url}/{bob}/secret/tree/main").status == 404
+    assert page.goto(f"{site.url}/no/such/page/at/all").status == 404
+    assert page.locator(".error-page h1").inner_text() == "Not found"
+    shot(page, site, "404")
+
+    sign_in(page, site, bob)
+    assert page.goto(f"{site.url}/{bob}/secret").status == 200
+    assert page.locator("article.markdown h1").inner_text() == "hush"
+
+
+def test_a_card_is_sanitized(site, page, unique) -> None:
+    owner = f"dave-{unique}"
+    api = site.api(site.token(owner))
+    api.create_repo(f"{owner}/card")
+    card = ("---\nlicense: mit\ntags: [demo]\n---\n# Title\n\n<script>window.pwned = 1</script>\n"
+            "<img src=x onerror=\"window.pwned = 2\">\n\n[link](javascript:alert(1)) and **bold**\n")
+    api.upload_file(path_or_fileobj=card.encode(), path_in_repo="README.md", repo_id=f"{owner}/card")
+    page.goto(f"{site.url}/{owner}/card")
+    body = page.locator("article.markdown")
+    assert body.locator("strong").inner_text() == "bold"
+    assert body.locator("script").count() == 0 and "onerror" not in body.inner_html()
+    assert "javascript:" not in body.inner_html()
+    assert page.evaluate("window.pwned") is None
+    assert "license: mit" not in body.inner_text()
+    side = page.locator(".side").inner_text()
+    assert "mit" in side and "demo" in side
+
+
+# --- an account -----------------------------------------------------------------------------------
+
+def test_it_signs_in_creates_and_revokes_a_token(site, page, unique) -> None:
+    alice = f"alice-{unique}"
+    sign_in(page, site, alice)
+    assert page.locator("header .who").inner_text().startswith(alice)
+    page.goto(f"{site.url}/settings/tokens")
+    page.fill("#token-name", "laptop")
+    page.select_option("#token-role", "write")
+    page.click("#create-token button")
+    token = page.inner_text("#token-value").strip()
+    assert token.startswith("hub_")
+    shot(page, site, "tokens")
+    who = requests.get(f"{site.url}/api/whoami-v2", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert who.status_code == 200 and who.json()["name"] == alice
+
+    page.reload()
+    assert page.locator("#new-token").count() == 0  # shown once
+    row = page.locator("#tokens tr[data-name=laptop]")
+    assert "write" in row.inner_text() and "never" not in row.inner_text()  # last used just now
+    row.locator("button:has-text('Revoke')").click()
+    assert "no longer works" in page.locator(".messages").inner_text()
+    assert "revoked" in page.locator("#tokens tr[data-name=laptop]").inner_text()
+    who = requests.get(f"{site.url}/api/whoami-v2", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert who.status_code == 401
+
+    page.click("header .who button:has-text('Sign out')")
+    page.goto(f"{site.url}/settings/tokens")
+    assert "/accounts/login" in page.url
+
+
+def test_the_quota_bar_moves_with_volume_uploads(site, page, unique, tmp_path) -> None:
+    alice = f"alice-{unique}"
+    site.manage("hub_token", alice, "--quota", "1MB")
+    sign_in(page, site, alice)
+    page.goto(f"{site.url}/settings/volume")
+    bar = page.locator("#quota .bar")
+    assert int(bar.get_attribute("aria-valuenow")) == 0
+
+    data = os.urandom(300_000)
+    src = tmp_path / "weights.bin"
+    src.write_bytes(data)
+    page.set_input_files("#file", str(src))
+    page.click("#upload button")
+    assert "Uploaded weights.bin" in page.locator(".messages").inner_text()
+    assert int(bar.get_attribute("aria-valuenow")) == 300_000
+    assert "width: 30.0%" in page.locator("#quota .used").get_attribute("style")
+    page.fill("#dirname", "runs")
+    page.click("#mkdir button")
+    shot(page, site, "volume")
+
+    with page.expect_download() as download:
+        page.click("#volume a.download:has-text('weights.bin')")
+    assert hashlib.sha256(Path(download.value.path()).read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
+
+    row = page.locator("#volume tr[data-path='weights.bin']")
+    row.locator("input[name=dst]").fill("runs/ckpt.bin")
+    row.locator("button:has-text('Rename')").click()
+    assert "Renamed weights.bin to runs/ckpt.bin" in page.locator(".messages").inner_text()
+    assert page.locator("#volume tr[data-path='runs/ckpt.bin']").count() == 1
+
+    page.goto(f"{site.url}/settings")
+    assert "your volume" in page.locator("#consumers").inner_text()
+    assert "300 kB" in page.locator("#consumers").inner_text()
+    shot(page, site, "account-quota")
+
+    # Over quota: a page with the figures, and nothing written.
+    big = tmp_path / "too-big.bin"
+    big.write_bytes(os.urandom(800_000))
+    page.goto(f"{site.url}/settings/volume")
+    page.set_input_files("#file", str(big))
+    page.click("#upload button")
+    assert page.locator(".error-page h1").inner_text() == "Over your storage quota"
+    text = page.locator(".error-page").inner_text()
+    assert "300 kB" in text and "1 MB" in text and "800 kB" in text
+    shot(page, site, "413")
+
+    page.goto(f"{site.url}/settings/volume?path=runs")
+    page.on("dialog", lambda d: d.accept())
+    page.locator("#volume tr[data-path='runs/ckpt.bin'] button:has-text('Delete')").click()
+    assert "Deleted runs/ckpt.bin; 300 kB freed" in page.locator(".messages").inner_text()
+    assert int(page.locator("#quota .bar").get_attribute("aria-valuenow")) == 0
+
+
+def test_it_manages_instances_and_their_mounts(site, page, unique) -> None:
+    alice = f"alice-{unique}"
+    sign_in(page, site, alice)
+    page.goto(f"{site.url}/settings/instances")
+    page.fill("#inst-name", "gpu-01")
+    page.fill("#inst-repo", "scikit-learn/iris")
+    page.click("#register button")
+    assert "Registered gpu-01" in page.locator("#new-instance").inner_text()
+    instance_token = page.locator("#new-instance .token").inner_text().strip()
+    box = page.locator("section.instance[data-name='gpu-01']")
+    assert "/mnt/hub/datasets/scikit-learn/iris" in box.inner_text()
+    spec = requests.get(f"{site.url}/api/instances/spec", headers={"Authorization": f"Bearer {instance_token}"},
+                        timeout=30)
+    assert spec.status_code == 200
+    assert [m["repo_id"] for m in spec.json()["mounts"] if m["kind"] != "volume"] == ["scikit-learn/iris"]
+
+    box.locator("select[name=type]").select_option("model")
+    box.locator("input[name=repo]").fill("hub-samples/tiny-gpt2")
+    box.locator("button:has-text('Attach')").click()
+    box = page.locator("section.instance[data-name='gpu-01']")
+    assert "/mnt/hub/models/hub-samples/tiny-gpt2" in box.inner_text()
+    shot(page, site, "instances")
+
+    box.locator("tr", has_text="scikit-learn/iris").locator("button:has-text('Detach')").click()
+    box = page.locator("section.instance[data-name='gpu-01']")
+    assert "scikit-learn/iris" not in box.inner_text()
+
+    box.locator("button:has-text('Revoke')").click()
+    assert "revoked" in page.locator("section.instance[data-name='gpu-01'] .status").inner_text()
+    spec = requests.get(f"{site.url}/api/instances/spec", headers={"Authorization": f"Bearer {instance_token}"},
+                        timeout=30)
+    assert spec.status_code == 401
+
+    # A repo that does not exist is an error page, not a crash.
+    page.fill("#inst-name", "gpu-02")
+    page.fill("#inst-repo", "nobody/nothing")
+    page.click("#register button")
+    assert page.locator(".error-page h1").inner_text() == "Not found"
+
+
+def test_forms_need_a_csrf_token(site, unique) -> None:
+    alice = f"alice-{unique}"
+    site.manage("hub_password", alice, "--password", PASSWORD)
+    s = requests.Session()
+    s.get(f"{site.url}/accounts/login", timeout=30)
+    r = s.post(f"{site.url}/accounts/login", data={"username": alice, "password": PASSWORD}, timeout=30)
+    assert r.status_code == 403  # no csrfmiddlewaretoken
+    s.post(f"{site.url}/accounts/login", timeout=30,
+           data={"username": alice, "password": PASSWORD, "csrfmiddlewaretoken": s.cookies["csrftoken"]},
+           headers={"Referer": f"{site.url}/accounts/login"})
+    assert s.get(f"{site.url}/settings", timeout=30, allow_redirects=False).status_code == 200
+    r = s.post(f"{site.url}/settings/tokens", data={"name": "x", "role": "write"}, timeout=30)
+    assert r.status_code == 403
