@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/volume/", include("hub.volumes.urls")),
     path("api/instances", include("hub.instances.urls")),
     path("api/v1/", include("hub.repos.api")),
+    path("api/v1/", include("hub.mirrors.urls")),
     path("", include("hub.hfapi.urls")),
     path("", include("hub.web.urls")),
 ]
