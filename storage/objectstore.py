@@ -13,6 +13,7 @@ import os
 import queue
 import shutil
 import threading
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -96,6 +97,12 @@ class ObjectStore(ABC):
         return iter(())
 
     def local_path(self, key: str) -> str | None:
+        return None
+
+    def check_reachable(self) -> None:
+        """Raises StoreUnavailableError if the store cannot be reached. Called before handing out
+        presigned URLs, which a dead store would otherwise turn into a client's failed connection
+        to it instead of the hub's 503. A local directory is always there."""
         return None
 
     def promote(self, src: str, dst: str) -> str:
@@ -279,6 +286,10 @@ class LocalStore(ObjectStore):
 
 
 class S3Store(ObjectStore):
+    # How long a server process trusts its last look at the store (one HEAD of the bucket at most
+    # this often while presigned URLs are handed out).
+    PROBE_SECONDS = 2.0
+
     def __init__(self, bucket: str, prefix: str = "", endpoint_url: str | None = None) -> None:
         import boto3
         from botocore.config import Config
@@ -295,6 +306,13 @@ class S3Store(ObjectStore):
         )
         self.client = boto3.client("s3", endpoint_url=endpoint_url or os.environ.get("AWS_ENDPOINT_URL"),
                                    region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"), config=config)
+        # The probe fails fast: one attempt, short timeouts, so a dead store delays a request by seconds at most.
+        self._probe_client = boto3.client(
+            "s3", endpoint_url=endpoint_url or os.environ.get("AWS_ENDPOINT_URL"),
+            region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+            config=config.merge(Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=1,
+                                       read_timeout=2)))
+        self._probe: tuple[float, bool] = (-1e9, True)  # (monotonic time, reachable)
 
     def _key(self, key: str) -> str:
         return self.prefix + key
@@ -310,10 +328,29 @@ class S3Store(ObjectStore):
             if code in ("NoSuchKey", "404", "NotFound", "NoSuchUpload"):
                 raise ObjectMissingError(kwargs.get("Key", "")) from err
             if status >= 500 or code in ("SlowDown", "ServiceUnavailable", "RequestTimeout"):
+                self._probe = (time.monotonic(), False)
                 raise StoreUnavailableError(f"object store error {code}: {err}") from err
             raise
         except BotoCoreError as err:  # connection refused, timeouts, DNS
+            self._probe = (time.monotonic(), False)
             raise StoreUnavailableError(f"object store unreachable: {err}") from err
+
+    def check_reachable(self) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        at, ok = self._probe
+        now = time.monotonic()
+        if now - at >= self.PROBE_SECONDS:
+            try:
+                self._probe_client.head_bucket(Bucket=self.bucket)
+                ok = True
+            except ClientError as err:  # it answered: reachable unless it answered with a server error
+                ok = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) < 500
+            except BotoCoreError:
+                ok = False
+            self._probe = (now, ok)
+        if not ok:
+            raise StoreUnavailableError("object store unreachable (its last health check failed)")
 
     def ensure_bucket(self) -> None:
         from botocore.exceptions import ClientError

@@ -100,6 +100,7 @@ class ManifestView(APIView):
         page = manifest.list_files(repo, commit, path, include=params.getlist("include"),
                                    exclude=params.getlist("exclude"), after=decode_cursor(params.get("cursor"), hint=CURSOR_HINT),
                                    limit=limit)
+        blobs.object_store().check_reachable()  # the URLs below lead to it
         base = _base_url(request)
         prefix = "datasets/" if repo.type == Repo.DATASET else ""
         resolve = f"{base}/{prefix}{repo.repo_id}/resolve/{commit.oid}/"

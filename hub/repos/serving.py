@@ -15,6 +15,7 @@ from hub.repos import blobs
 def blob_response(request: HttpRequest, key: str, size: int, headers: dict, filename: str) -> HttpResponse:
     """GET of stored bytes at `key`, with `headers` (ETag, metadata) on whatever answers."""
     store = blobs.object_store()
+    store.check_reachable()
     url = store.presign_get(key, expires=settings.HUB_PRESIGN_SECONDS, filename=filename)
     if url:
         # S3/RGW answer an unsatisfiable range with 416 but no `Content-Range: bytes */size`: refuse it here.
