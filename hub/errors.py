@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
@@ -104,6 +105,30 @@ class StorageUnavailable(HubError):
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+class DatabaseUnavailable(HubError):
+    status, code = 503, "DatabaseUnavailable"
+
+    def __init__(self, message: str = "the database is unreachable (restarting?); retry in a few seconds") -> None:
+        super().__init__(message, headers={"Retry-After": "2"})
+
+
+def database_down(exc: BaseException) -> bool:
+    """Is `exc` the database being unreachable (restarting, network), rather than a bad query?
+    A connection that failed or no longer answers says so; an error on a live connection does not."""
+    from django.db import InterfaceError, OperationalError, connection
+
+    if isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    if connection.connection is None:
+        return True
+    try:
+        return not connection.is_usable()
+    except Exception:  # noqa: BLE001 - whatever the driver raises, the connection is gone
+        return True
+
+
 def error_response(err: HubError) -> HttpResponse:
     resp = JsonResponse({"error": err.message, "code": err.code}, status=err.status)
     resp["X-Error-Code"] = err.code
@@ -129,7 +154,42 @@ class HubErrorMiddleware:
         if isinstance(exc, StoreUnavailableError):
             log.warning("object store unavailable: %s", exc)
             return error_response(StorageUnavailable())
+        if database_down(exc):
+            log.warning("database unavailable: %s", exc)
+            return error_response(DatabaseUnavailable())
         return None
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: an exception outside any view (in a middleware, e.g. the token lookup) that is
+    the database or the store being away is a 503 with a retry hint too, not an opaque 500."""
+    from django.views.defaults import server_error as default
+
+    from storage.objectstore import StoreUnavailableError
+
+    exc = sys.exc_info()[1]
+    if isinstance(exc, StoreUnavailableError):
+        return error_response(StorageUnavailable())
+    if exc is not None and database_down(exc):
+        return error_response(DatabaseUnavailable())
+    return default(request)
+
+
+def document_unavailable(result: dict, generator, request, public) -> dict:
+    """drf-spectacular hook: any operation may meet the database or the object store away (a
+    restart, a network cut) and answer 503 with Retry-After; the schema says so once for all."""
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            operation.setdefault("responses", {}).setdefault("503", {
+                "description": "the database or the object store is unreachable; retry after Retry-After seconds",
+                "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds to wait"}},
+                "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["error", "code"],
+                    "properties": {"error": {"type": "string"},
+                                   "code": {"type": "string", "enum": ["StorageUnavailable", "DatabaseUnavailable"]}},
+                }}},
+            })
+    return result
 
 
 _DRF_CODES = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",

@@ -188,7 +188,9 @@ REST_FRAMEWORK = {
                                        "rest_framework.authentication.SessionAuthentication"],
     "EXCEPTION_HANDLER": "hub.errors.drf_exception_handler",
 }
-SPECTACULAR_SETTINGS = {"TITLE": "Hub native API", "VERSION": "1"}
+SPECTACULAR_SETTINGS = {"TITLE": "Hub native API", "VERSION": "1",
+                        "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                                                 "hub.errors.document_unavailable"]}
 
 LOGGING = {
     "version": 1,

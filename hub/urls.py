@@ -4,6 +4,8 @@ from drf_spectacular.views import SpectacularAPIView
 
 from hub.quotas.api import QuotaView
 
+handler500 = "hub.errors.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
