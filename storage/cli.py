@@ -7,6 +7,7 @@ HUB_DEBUG=1 for a traceback. Imports no Django.
 from __future__ import annotations
 
 import argparse
+import errno
 import getpass
 import os
 import sys
@@ -652,7 +653,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - the one top-level handler
         if debug:
             traceback.print_exc()
-        say(f"error: {type(err).__name__}: {err} (set HUB_DEBUG=1 for a traceback)")
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = f" (writing {err.filename})" if err.filename else ""
+            say(f"error: no space left on the disk{where}: free some space (or write elsewhere), then run the "
+                "same command again; it continues from what is already on disk")
+        else:
+            say(f"error: {type(err).__name__}: {err} (set HUB_DEBUG=1 for a traceback)")
         return 1
 
 
