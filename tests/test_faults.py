@@ -1,0 +1,583 @@
+"""Faults, each with real parts: the object store going away, PostgreSQL restarting under traffic,
+kill -9 of the server in the middle of commits, and a client's disk filling up during `hub pull`.
+
+Every scenario runs a hub of its own (own database, own bucket or directory), so cutting its store
+or killing its processes disturbs no other test; the shared Ceph RGW is never stopped (the store
+"outage" is a TCP proxy in front of it that the test cuts). The PostgreSQL restart is the one
+exception: it restarts the machine's cluster, once, and waits until it answers again.
+(The mount's EIO-without-hanging is covered by the mount helper's tests.)"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import random
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import PG_ADMIN_URL, Hub, base_env, drop_bucket, free_port
+
+MIB = 2**20
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+# --- a store the test can cut -------------------------------------------------------------------------
+
+class TcpProxy:
+    """Forwards 127.0.0.1:port to a target port. `down()` closes the listener and every open
+    connection (clients then get 'connection refused', as from a dead store); `up()` listens again
+    on the same port."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def up(self) -> None:
+        lsock = socket.socket()
+        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lsock.bind(("127.0.0.1", self.port))
+        lsock.listen(64)
+        lsock.settimeout(0.2)
+        self._listener, self._stop = lsock, threading.Event()
+        self._thread = threading.Thread(target=self._accept, args=(lsock, self._stop), daemon=True)
+        self._thread.start()
+
+    def down(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(5)
+        if self._listener:
+            self._listener.close()
+            self._listener = None
+        with self._lock:
+            conns, self._conns = self._conns, set()
+        for c in conns:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+            c.close()
+
+    def _accept(self, lsock: socket.socket, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                client, _ = lsock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            client.settimeout(None)
+            with self._lock:
+                self._conns |= {client, upstream}
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(256 * 1024):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+
+def s3_client(rgw_env: dict[str, str]):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=rgw_env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                        aws_access_key_id=rgw_env["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=rgw_env["AWS_SECRET_ACCESS_KEY"])
+
+
+def bucket_objects(s3, bucket: str) -> dict[str, int]:
+    out = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for o in page.get("Contents", []):
+            out[o["Key"]] = o["Size"]
+    return out
+
+
+DB_STATE = """
+import json
+from hub.repos.models import Blob, RepoBlob
+from hub.repos.blobs import key_of
+from hub.volumes.models import VolumeEntry
+print(json.dumps({
+    "blobs": [[b.sha256, key_of(b), b.size, b.verified] for b in Blob.objects.all()],
+    "referenced": sorted(set(RepoBlob.objects.values_list("blob_id", flat=True))
+                         | set(VolumeEntry.objects.exclude(blob_id=None).values_list("blob_id", flat=True))),
+}))
+"""
+
+
+def assert_rows_point_at_stored_bytes(hub: Hub, stored: dict[str, int]) -> int:
+    """Every blob the database calls verified, and every blob a repo or volume references, has its
+    bytes in the store with the right size. Returns the number of blobs checked."""
+    state = json.loads(hub.manage("shell", "-c", DB_STATE).stdout.strip().splitlines()[-1])
+    blobs = {sha: (key, size, verified) for sha, key, size, verified in state["blobs"]}
+    for sha in state["referenced"]:
+        assert sha in blobs and blobs[sha][2], f"{sha} is referenced but not a verified blob"
+    checked = 0
+    for sha, (key, size, verified) in blobs.items():
+        if verified or sha in state["referenced"]:
+            assert stored.get(key) == size, f"blob {sha} points at {key}, which the store does not hold ({size} B)"
+            checked += 1
+    return checked
+
+
+# --- 1. the object store goes down ---------------------------------------------------------------------
+
+@pytest.fixture
+def store_proxy_hub(tmp_path_factory, rgw_env):
+    """A hub (SQLite) whose S3 bucket on the shared Ceph RGW is reached only through a TcpProxy."""
+    proxy = TcpProxy(int(rgw_env["AWS_ENDPOINT_URL"].rsplit(":", 1)[1]))
+    proxy.up()
+    bucket = f"hub-fault-{uuid.uuid4().hex[:10]}"
+    data = tmp_path_factory.mktemp("store-down")
+    env = base_env() | rgw_env | {"HUB_DATA_DIR": str(data), "HUB_STORAGE_URL": f"s3://{bucket}",
+                                  "AWS_ENDPOINT_URL": proxy.url}
+    hub = Hub("store-down", env, data)
+    try:
+        hub.start(data / "server.log")
+        hub.proxy, hub.bucket = proxy, bucket
+        yield hub
+    finally:
+        hub.stop()
+        proxy.down()
+        drop_bucket(rgw_env, bucket)
+
+
+def _commit(hub: Hub, token: str, repo: str, files: dict[str, bytes], title: str) -> requests.Response:
+    """One commit of inline (base64) files through the HF commit endpoint, as huggingface_hub sends it."""
+    lines = [{"key": "header", "value": {"summary": title, "description": ""}}]
+    lines += [{"key": "file", "value": {"path": p, "content": base64.b64encode(d).decode(), "encoding": "base64"}}
+              for p, d in files.items()]
+    body = "\n".join(json.dumps(x) for x in lines).encode()
+    return requests.post(f"{hub.url}/api/models/{repo}/commit/main", data=body, timeout=60,
+                         headers=auth(token) | {"Content-Type": "application/x-ndjson"})
+
+
+def _store_calls(hub: Hub, token: str, repo: str, n: int) -> dict[str, requests.Response]:
+    """One request of each kind that needs the object store: the HF API's downloads (a small file
+    and an LFS one), commit and LFS upload; the native API's volume read, write and upload session,
+    and the manifest `hub pull` downloads from."""
+    big = random.randbytes(12 * MIB)
+    sha = hashlib.sha256(big).hexdigest()
+    h = auth(token)
+    return {
+        "hf download": requests.get(f"{hub.url}/{repo}/resolve/main/config.json", headers=h, timeout=60,
+                                    allow_redirects=False),
+        "hf download lfs": requests.get(f"{hub.url}/{repo}/resolve/main/weights.bin", headers=h, timeout=60,
+                                        allow_redirects=False),
+        "hf commit": _commit(hub, token, repo, {f"new-{n}.txt": f"new file {n} {uuid.uuid4()}".encode()},
+                             f"commit {n}"),
+        "hf lfs upload": requests.post(
+            f"{hub.url}/{repo}.git/info/lfs/objects/batch", headers=h | {"Accept": "application/vnd.git-lfs+json"},
+            json={"operation": "upload", "transfers": ["basic", "multipart"], "objects": [{"oid": sha, "size": len(big)}]},
+            timeout=60),
+        "volume read": requests.get(f"{hub.url}/api/volume/files/kept.bin", headers=h, timeout=60,
+                                    allow_redirects=False),
+        "volume write": requests.put(f"{hub.url}/api/volume/files/new-{n}.bin", data=os.urandom(1000), headers=h,
+                                     timeout=60),
+        "volume upload": requests.post(f"{hub.url}/api/volume/uploads", headers=h, timeout=60,
+                                       json={"path": f"big-{n}.bin", "size": 20 * MIB}),
+        "manifest": requests.get(f"{hub.url}/api/v1/repos/model/{repo}/manifest", headers=h, timeout=60),
+    }
+
+
+def test_store_down_answers_503_with_retry_after_writes_nothing_half_and_recovers(store_proxy_hub, rgw_env,
+                                                                                  monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    hub = store_proxy_hub
+    token = hub.token("alice")
+    repo = "alice/outage"
+    api = hub.api(token)
+    api.create_repo(repo)
+    weights = random.randbytes(11 * MIB)  # above the LFS threshold: an LFS file, bytes by presigned URL
+    api.upload_file(path_or_fileobj=b'{"layers": 2}', path_in_repo="config.json", repo_id=repo)
+    api.upload_file(path_or_fileobj=weights, path_in_repo="weights.bin", repo_id=repo)
+    kept = os.urandom(5000)
+    assert requests.put(f"{hub.url}/api/volume/files/kept.bin", data=kept, headers=auth(token),
+                        timeout=60).status_code == 201
+
+    hub.proxy.down()
+    try:
+        time.sleep(3)  # longer than a server process trusts its last look at the store
+        down = _store_calls(hub, token, repo, 1)
+        for what, r in down.items():
+            assert r.status_code == 503, f"{what}: {r.status_code} {r.text[:300]}"
+            assert int(r.headers["Retry-After"]) > 0, what
+            assert r.headers["X-Error-Code"] == "StorageUnavailable", what
+            assert "object store" in r.json()["error"], what
+        # What needs only the database still works.
+        assert requests.get(f"{hub.url}/api/models/{repo}/tree/main", headers=auth(token), timeout=30).ok
+        assert requests.get(f"{hub.url}/api/volume/ls", headers=auth(token), timeout=30).ok
+        # The real client surfaces the hub's sentence.
+        from huggingface_hub.errors import HfHubHTTPError
+
+        with pytest.raises(HfHubHTTPError, match="object store"):
+            api.upload_file(path_or_fileobj=b"during the outage", path_in_repo="outage.txt", repo_id=repo)
+    finally:
+        hub.proxy.up()
+
+    s3 = s3_client(rgw_env)
+    checked = assert_rows_point_at_stored_bytes(hub, bucket_objects(s3, hub.bucket))
+    assert checked >= 3
+    files = {f.path for f in api.list_repo_tree(repo)}
+    assert "new-1.txt" not in files and "outage.txt" not in files
+    assert requests.get(f"{hub.url}/api/volume/stat?path=new-1.bin", headers=auth(token), timeout=30).status_code == 404
+
+    time.sleep(3)
+    up = _store_calls(hub, token, repo, 2)
+    for what, r in up.items():
+        assert r.status_code in (200, 201, 302), f"{what}: {r.status_code} {r.text[:300]}"
+    assert requests.get(up["hf download lfs"].headers["Location"], timeout=60).content == weights
+    assert requests.get(up["volume read"].headers["Location"], timeout=60).content == kept
+    out = api.hf_hub_download(repo, "new-2.txt", cache_dir=str(hub.data_dir / "hf-cache"))
+    assert Path(out).read_bytes().startswith(b"new file 2 ")
+    assert_rows_point_at_stored_bytes(hub, bucket_objects(s3, hub.bucket))
+
+
+# --- 2. PostgreSQL restarts under traffic ----------------------------------------------------------------
+
+def _pg_cluster() -> tuple[str, str] | None:
+    """(version, name) of the local cluster the tests' PostgreSQL URL points at, if it is local."""
+    port = PG_ADMIN_URL.rsplit(":", 1)[-1].split("/")[0]
+    try:
+        out = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in out.splitlines():
+        version, name, cport, status, *_ = line.split()
+        if cport == port and status == "online":
+            return version, name
+    return None
+
+
+def _pg_ready(timeout: float) -> bool:
+    host_port = PG_ADMIN_URL.split("@")[-1].split("/")[0]
+    host, port = host_port.rsplit(":", 1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if subprocess.run(["pg_isready", "-q", "-h", host, "-p", port], timeout=10).returncode == 0:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.fixture
+def pg_hub(tmp_path_factory):
+    """A hub on a PostgreSQL database of its own (bytes in a local directory)."""
+    import psycopg
+
+    db = f"hub_fault_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{db}"')
+    data = tmp_path_factory.mktemp("pg-restart")
+    hub = Hub("pg-restart", base_env() | {"HUB_DATA_DIR": str(data), "DATABASE_URL": f"{PG_ADMIN_URL}/{db}"}, data)
+    try:
+        hub.start(data / "server.log")
+        yield hub
+    finally:
+        hub.stop()
+        _pg_ready(120)
+        with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+def test_postgres_restart_mid_traffic_gives_503s_then_the_hub_serves_again_without_a_restart(pg_hub):
+    cluster = _pg_cluster()
+    if cluster is None:
+        pytest.skip("the tests' PostgreSQL is not a local cluster pg_ctlcluster can restart")
+    hub = pg_hub
+    token = hub.token("alice")
+    hub.api(token).create_repo("alice/steady")
+    h = auth(token)
+    calls = [
+        lambda s, n: s.get(f"{hub.url}/api/volume/ls", headers=h, timeout=30),
+        lambda s, n: s.get(f"{hub.url}/api/models/alice/steady", headers=h, timeout=30),
+        lambda s, n: s.put(f"{hub.url}/api/volume/files/t/{n % 50}.txt", data=b"x" * (n % 1000), headers=h,
+                           timeout=30),
+        lambda s, n: s.get(f"{hub.url}/api/whoami-v2", headers=h, timeout=30),
+        lambda s, n: s.get(f"{hub.url}/api/quota", headers=h, timeout=30),
+    ]
+    log: list[tuple[float, float, int, requests.Response | None]] = []  # start, end, call, response
+    stop = threading.Event()
+
+    def traffic(seed: int) -> None:
+        session = requests.Session()
+        n = seed
+        while not stop.is_set():
+            n += 1
+            start = time.monotonic()
+            try:
+                r = calls[n % len(calls)](session, n)
+            except requests.RequestException:
+                r = None
+            log.append((start, time.monotonic(), n % len(calls), r))
+
+    threads = [threading.Thread(target=traffic, args=(i * 1000,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(2)
+        restart_at = time.monotonic()
+        subprocess.run(["pg_ctlcluster", *cluster, "restart"], check=True, timeout=120,
+                       capture_output=True)
+        assert _pg_ready(120), "PostgreSQL did not come back"
+        ready_at = time.monotonic()
+        time.sleep(4)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        _pg_ready(120)
+
+    before = [r for s, e, c, r in log if e < restart_at]
+    during = [(c, r) for s, e, c, r in log if e >= restart_at and s <= ready_at]
+    after = [(c, r) for s, e, c, r in log if s > ready_at + 1.0]
+    assert before and during and after, (len(before), len(during), len(after))
+    assert all(r is not None and r.ok for r in before)
+    for c, r in during:
+        assert r is not None, f"call {c}: the connection failed instead of an answer"
+        assert r.ok or r.status_code == 503, f"call {c}: {r.status_code} {r.text[:300]}"
+        if r.status_code == 503:
+            assert int(r.headers["Retry-After"]) > 0
+            assert r.headers["X-Error-Code"] == "DatabaseUnavailable", r.headers
+            assert "database" in r.json()["error"]
+    failures = [(c, r.status_code if r is not None else None, r.text[:200] if r is not None else "")
+                for c, r in after if r is None or not r.ok]
+    assert not failures, failures
+    unavailable = sum(1 for c, r in during if r.status_code == 503)
+    print(f"\npg restart: {len(before)} requests before, {len(during)} during ({unavailable} answered 503), "
+          f"{len(after)} after, all 2xx")
+
+
+# --- 3. kill -9 of the server in the middle of commits -----------------------------------------------------
+
+def _commit_changes(i: int) -> tuple[dict[str, bytes], list[str]]:
+    """What commit number `i` writes and deletes, the same on every call: several new files (a few
+    hundred KB in all, so each commit spends a while writing bytes), one file rewritten each time,
+    and, from the fifth on, one file of an earlier commit deleted."""
+    rnd = random.Random(i)
+    files = {f"d{i % 7}/f{i}-{k}.bin": rnd.randbytes(rnd.randint(1, 120_000)) for k in range(4)}
+    files["shared.txt"] = f"written by commit {i}\n".encode()
+    deletes = [f"d{(i - 5) % 7}/f{i - 5}-0.bin"] if i >= 5 else []
+    return files, deletes
+
+
+def _state_after(i: int) -> dict[str, bytes]:
+    state: dict[str, bytes] = {}
+    for n in range(i + 1):
+        files, deletes = _commit_changes(n)
+        state.update(files)
+        for path in deletes:
+            del state[path]
+    return state
+
+
+def _commit_payload(i: int) -> bytes:
+    files, deletes = _commit_changes(i)
+    lines = [{"key": "header", "value": {"summary": f"commit {i}", "description": ""}}]
+    lines += [{"key": "file", "value": {"path": p, "content": base64.b64encode(d).decode(), "encoding": "base64"}}
+              for p, d in files.items()]
+    lines += [{"key": "deletedFile", "value": {"path": p}} for p in deletes]
+    return "\n".join(json.dumps(x) for x in lines).encode()
+
+
+HISTORY = """
+import json
+from hub.repos.models import Commit, Ref, Repo
+repo = Repo.objects.get(namespace__name="alice", name="crash")
+head = Ref.objects.get(repo=repo, kind=Ref.BRANCH, name="main").commit
+commits = {c.oid: (c.parent.oid if c.parent_id else None, c.title) for c in Commit.objects.filter(repo=repo)
+           .select_related("parent")}
+print(json.dumps({"head": head.oid, "commits": commits}))
+"""
+
+
+def _kill_9(hub: Hub) -> None:
+    """SIGKILL the gunicorn master and its workers at once, as a power cut would."""
+    import psutil
+
+    master = psutil.Process(hub.proc.pid)
+    procs = [master, *master.children(recursive=True)]
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    hub.proc.wait(30)
+    psutil.wait_procs(procs, timeout=30)
+    hub.log.close()
+
+
+@pytest.fixture
+def crash_hub(tmp_path_factory, rgw_env):
+    """A hub as production runs it (PostgreSQL + S3 on Ceph RGW), on a database and bucket of its own."""
+    import psycopg
+
+    suffix = uuid.uuid4().hex[:10]
+    db, bucket = f"hub_crash_{suffix}", f"hub-crash-{suffix}"
+    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{db}"')
+    data = tmp_path_factory.mktemp("crash")
+    env = base_env() | rgw_env | {"HUB_DATA_DIR": str(data), "DATABASE_URL": f"{PG_ADMIN_URL}/{db}",
+                                  "HUB_STORAGE_URL": f"s3://{bucket}"}
+    hub = Hub("crash", env, data)
+    hub.bucket = bucket
+    try:
+        hub.start(data / "server.log")
+        yield hub
+    finally:
+        hub.stop()
+        with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        drop_bucket(rgw_env, bucket)
+
+
+ROUNDS = 3
+
+
+def test_kill_9_during_commits_leaves_the_old_or_the_new_revision_never_a_broken_one(crash_hub, rgw_env):
+    hub = crash_hub
+    token = hub.token("alice")
+    hub.api(token).create_repo("alice/crash")
+    s3 = s3_client(rgw_env)
+    rng = random.Random(8)
+    next_i = 0
+    outcomes = []
+    for _round in range(ROUNDS):
+        acked: list[int] = []
+        stop = threading.Event()
+
+        def commits(start: int, acked=acked, stop=stop) -> None:
+            session = requests.Session()
+            i = start
+            while not stop.is_set():
+                try:
+                    r = session.post(f"{hub.url}/api/models/alice/crash/commit/main", data=_commit_payload(i),
+                                     headers=auth(token) | {"Content-Type": "application/x-ndjson"}, timeout=60)
+                except requests.RequestException:
+                    return  # the server died under this request
+                assert r.ok, r.text
+                acked.append(i)
+                i += 1
+
+        thread = threading.Thread(target=commits, args=(next_i,))
+        thread.start()
+        time.sleep(rng.uniform(1.5, 4.0))
+        _kill_9(hub)
+        stop.set()
+        thread.join(60)
+        assert acked, "no commit went through before the kill; the test proves nothing"
+        hub.start(hub.data_dir / "server.log")  # same database, same bucket, new processes
+
+        history = json.loads(hub.manage("shell", "-c", HISTORY).stdout.strip().splitlines()[-1])
+        head, chain = history["head"], history["commits"]
+        head_i = int(chain[head][1].removeprefix("commit "))
+        # The one in flight either committed whole (its answer lost) or not at all.
+        assert head_i in (acked[-1], acked[-1] + 1), (head_i, acked[-1])
+        # History intact: from the head, every parent exists, back to the repo's first commit.
+        oid, seen = head, []
+        while oid is not None:
+            assert oid in chain, f"commit {oid} is missing"
+            seen.append(chain[oid][1])
+            oid = chain[oid][0]
+        assert seen[:head_i + 1] == [f"commit {n}" for n in range(head_i, -1, -1)]
+        # Every file of the head is there with the right bytes; nothing else is.
+        want = _state_after(head_i)
+        tree = {f.path: f.size for f in hub.api(token).list_repo_tree("alice/crash", recursive=True)
+                if f.__class__.__name__ == "RepoFile"}
+        tree.pop(".gitattributes", None)
+        assert tree == {p: len(d) for p, d in want.items()}
+        session = requests.Session()
+        for path, data in want.items():
+            r = session.get(f"{hub.url}/alice/crash/resolve/{head}/{path}", headers=auth(token), timeout=60)
+            assert r.status_code == 200 and r.content == data, path
+        assert_rows_point_at_stored_bytes(hub, bucket_objects(s3, hub.bucket))
+        outcomes.append("new" if head_i == acked[-1] + 1 else "old")
+        next_i = head_i + 1
+
+    # And the hub goes on committing on top.
+    r = requests.post(f"{hub.url}/api/models/alice/crash/commit/main", data=_commit_payload(next_i), timeout=60,
+                      headers=auth(token) | {"Content-Type": "application/x-ndjson"})
+    assert r.ok, r.text
+    print(f"\nkill -9 during commits: {ROUNDS} rounds, the commit in flight ended up {outcomes}")
+
+
+# --- 4. the client's disk fills up during `hub pull` --------------------------------------------------------
+
+@contextlib.contextmanager
+def small_disk(path: Path, size: str):
+    """A tmpfs of `size` at `path` (root only), unmounted however the test ends."""
+    path.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_disk_full_during_pull_is_one_clear_line_and_the_pull_resumes(embedded_hub, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    from tests.test_cli import client_env, failed, fetched, ok, run
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    hub = embedded_hub
+    token = hub.cached_token("alice")
+    repo = f"alice/too-big-{uuid.uuid4().hex[:6]}"
+    files = {f"shard-{k}.bin": random.randbytes(8 * MIB + k) for k in range(4)}
+    files |= {f"small/{k}.json": json.dumps({"k": k}).encode() for k in range(20)}
+    src = tmp_path / "src"
+    for rel, data in files.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(data)
+    hub.api(token).create_repo(repo)
+    hub.api(token).upload_folder(folder_path=src, repo_id=repo)
+    total = sum(len(d) for d in files.values())
+    env = client_env(hub, token, tmp_path)
+
+    with small_disk(tmp_path / "disk", "20m") as disk:  # the repo is 32 MiB
+        target = disk / "repo"
+        proc = run(env, "pull", repo, "--local-dir", str(target))
+        line = failed(proc, "no space left")
+        assert "free" in line and "again" in line, line  # what to do about it
+        # Room again: the same command finishes, verified, and fetches only what was missing.
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        proc = ok(run(env, "pull", repo, "--local-dir", str(target)))
+        for rel, data in files.items():
+            assert (target / rel).read_bytes() == data, rel
+        assert 0 < fetched(proc) < total, (fetched(proc), total)
+        print(f"\ndisk full: {line!r}; the second pull fetched {fetched(proc)} of {total} bytes")
