@@ -228,6 +228,13 @@ def test_store_down_answers_503_with_retry_after_writes_nothing_half_and_recover
     kept = os.urandom(5000)
     assert requests.put(f"{hub.url}/api/volume/files/kept.bin", data=kept, headers=auth(token),
                         timeout=60).status_code == 201
+    # An upload session whose parts are all in: only its completion is left for the outage.
+    pending = os.urandom(9 * MIB)
+    session = requests.post(f"{hub.url}/api/volume/uploads", headers=auth(token), timeout=60,
+                            json={"path": "pending.bin", "size": len(pending)}).json()
+    for n, url in session["parts"].items():
+        start = (int(n) - 1) * session["part_size"]
+        assert requests.put(url, data=pending[start:start + session["part_size"]], timeout=60).ok
 
     hub.proxy.down()
     try:
@@ -238,6 +245,9 @@ def test_store_down_answers_503_with_retry_after_writes_nothing_half_and_recover
             assert int(r.headers["Retry-After"]) > 0, what
             assert r.headers["X-Error-Code"] == "StorageUnavailable", what
             assert "object store" in r.json()["error"], what
+        r = requests.post(f"{hub.url}/api/volume/uploads/{session['id']}/complete", headers=auth(token), json={},
+                          timeout=60)
+        assert r.status_code == 503 and r.headers["Retry-After"], r.text
         # What needs only the database still works.
         assert requests.get(f"{hub.url}/api/models/{repo}/tree/main", headers=auth(token), timeout=30).ok
         assert requests.get(f"{hub.url}/api/volume/ls", headers=auth(token), timeout=30).ok
@@ -262,6 +272,12 @@ def test_store_down_answers_503_with_retry_after_writes_nothing_half_and_recover
         assert r.status_code in (200, 201, 302), f"{what}: {r.status_code} {r.text[:300]}"
     assert requests.get(up["hf download lfs"].headers["Location"], timeout=60).content == weights
     assert requests.get(up["volume read"].headers["Location"], timeout=60).content == kept
+    # The session the outage interrupted completes now, with the right bytes.
+    r = requests.post(f"{hub.url}/api/volume/uploads/{session['id']}/complete", headers=auth(token), json={},
+                      timeout=60)
+    assert r.status_code == 200, r.text
+    r = requests.get(f"{hub.url}/api/volume/files/pending.bin", headers=auth(token), timeout=60)
+    assert r.content == pending
     out = api.hf_hub_download(repo, "new-2.txt", cache_dir=str(hub.data_dir / "hf-cache"))
     assert Path(out).read_bytes().startswith(b"new file 2 ")
     assert_rows_point_at_stored_bytes(hub, bucket_objects(s3, hub.bucket))
