@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import quote, urljoin, urlparse
@@ -124,7 +125,7 @@ class HFSource(Source):
             resp = self.session.get(url, headers=self._headers(url) | kwargs.pop("headers", {}), timeout=TIMEOUT,
                                     **kwargs)
         except requests.RequestException as err:
-            raise TransientSourceError(f"cannot reach {self.endpoint} ({what}): {err}") from err
+            raise TransientSourceError(f"cannot reach {self.endpoint} ({what}): {_reason(err)}") from err
         self._check(resp, what)
         return resp
 
@@ -244,7 +245,7 @@ class HFSource(Source):
                 resp = self.session.get(url, headers=self._headers(url) | rng, stream=True, allow_redirects=False,
                                         timeout=TIMEOUT)
             except requests.RequestException as err:
-                raise TransientSourceError(f"cannot reach {_origin(url)} ({what}): {err}") from err
+                raise TransientSourceError(f"cannot reach {_origin(url)} ({what}): {_reason(err)}") from err
             if resp.is_redirect:
                 url = urljoin(url, resp.headers["Location"])
                 resp.close()
@@ -271,12 +272,21 @@ def _origin(url: str) -> str:
     return f"{p.scheme}://{p.netloc}"
 
 
+def _reason(err: BaseException) -> str:
+    """The useful part of a transport error ("[Errno 111] Connection refused", "timed out")."""
+    if isinstance(err, requests.Timeout):
+        return "timed out"
+    text = str(err)
+    m = re.search(r"\[Errno -?\d+\] [^'\")(]+", text)
+    return m.group(0).strip() if m else text[:300]
+
+
 def _guard(chunks: Iterator[bytes], what: str, close=None) -> Iterator[bytes]:
     """The chunks, with transport failures in the middle turned into TransientSourceError."""
     try:
         yield from chunks
     except (requests.RequestException, OSError) as err:
-        raise TransientSourceError(f"{what} broke off: {err}") from err
+        raise TransientSourceError(f"{what} broke off: {_reason(err)}") from err
     except Exception as err:
         if type(err).__module__.split(".")[0] in ("urllib3", "botocore", "http"):
             raise TransientSourceError(f"{what} broke off: {err}") from err
