@@ -61,7 +61,8 @@ STATUSES: dict[str, int] = collections.Counter()
 @pytest.fixture(scope="module")
 def fuzz_hub(tmp_path_factory):
     data = tmp_path_factory.mktemp("fuzz")
-    hub = Hub("fuzz", base_env() | {"HUB_DATA_DIR": str(data)}, data)
+    # Mirror jobs the fuzzer starts must not reach out to the internet: their default upstream refuses.
+    hub = Hub("fuzz", base_env() | {"HUB_DATA_DIR": str(data), "HUB_MIRROR_UPSTREAM": "http://127.0.0.1:9"}, data)
     hub.start(data / "server.log")
     yield hub
     hub.stop()
