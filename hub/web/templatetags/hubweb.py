@@ -59,6 +59,6 @@ def options(choices, selected: str, empty: str = ""):
     because a list page has a hundred of them and the template loop was most of its render time."""
     rows = [(value, label, f" ({rest[0]})" if rest else "", " selected" if value == selected else "")
             for value, label, *rest in choices]
-    blank = format_html('<option value="">{}</option>', empty) if empty else ""
+    blank = format_html('<option value="">{}</option>', empty) if empty else mark_safe("")
     return blank + format_html_join(
         "", '<option value="{}"{}>{}{}</option>', ((v, mark_safe(sel), label, n) for v, label, n, sel in rows))
