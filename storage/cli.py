@@ -617,6 +617,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", metavar="volume/PATH", nargs="+")
     p.add_argument("-p", "--parents", action="store_true", help="create parents; fine if it exists")
     p.set_defaults(func=cmd_mkdir)
+
+    from storage.mount import add_parsers  # `hub mount` / `hub umount` (libfuse loads only when mounting)
+
+    add_parsers(sub)
     return parser
 
 

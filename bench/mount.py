@@ -1,0 +1,175 @@
+"""Reading through the FUSE mount vs raw boto3 from the same Ceph RGW, in one run:
+
+* one 1 GiB file read sequentially through the mount, cold (empty cache, fresh mount) and warm
+  (read again: page cache / local cache), against one boto3 `get_object` streamed to nothing;
+* 10,000 files of 4 KiB read through the mount (fresh mount, empty cache) against 10,000 boto3
+  `get_object` calls from one thread (what a data loader's reader does without the mount);
+* `ls -R` (os.walk + stat) of the 10,000-file tree through the mount.
+
+    .venv/bin/python bench/mount.py [--big 1GiB] [--files 10000] [--quick]
+
+It starts RGW, a PostgreSQL database and a hub server of its own (bench/pull_vs_boto3.start_hub),
+pushes two dataset repos with `hub push`, mounts them with `hub mount` into a temporary directory
+(each mount with its own empty HUB_CACHE_DIR for the cold cases) and unmounts at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.pull_vs_boto3 import keys_of, start_hub  # noqa: E402
+from bench.result import report  # noqa: E402
+from storage.client import HubClient  # noqa: E402
+from storage.push import push  # noqa: E402
+from storage.transfer import parse_size  # noqa: E402
+
+CHUNK = 4 << 20
+
+
+def drop_page_cache() -> None:
+    try:
+        subprocess.run(["sync"], check=False)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        pass  # not root: the cold case then still has an empty hub cache and a fresh mount
+
+
+def client_env(hub, token: str, cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUB_", "DJANGO_", "AWS_"))}
+    return env | {"HUB_ENDPOINT": hub.url, "HUB_TOKEN": token, "HUB_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT),
+                  "HUB_DISABLE_PROGRESS_BARS": "1"}
+
+
+def mount(hub, token: str, repo: str, point: Path, cache: Path, log: Path) -> None:
+    point.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "storage.cli", "mount", repo, str(point), "--log-file", str(log)],
+                   env=client_env(hub, token, cache), check=True, stdout=subprocess.DEVNULL)
+    assert os.path.ismount(point), f"{point} is not mounted"
+
+
+def umount(point: Path) -> None:
+    subprocess.run(["fusermount3", "-u", "-z", str(point)], capture_output=True)
+
+
+def read_all(path: Path) -> int:
+    n = 0
+    with open(path, "rb", buffering=0) as fh:
+        while chunk := fh.read(CHUNK):
+            n += len(chunk)
+    return n
+
+
+def timed(fn, *args) -> float:
+    t = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--big", default="1GiB")
+    ap.add_argument("--files", type=int, default=10_000)
+    ap.add_argument("--quick", action="store_true", help="128 MiB and 1,000 files")
+    args = ap.parse_args()
+    if args.quick:
+        args.big, args.files = "128MiB", 1000
+    if shutil.which("fusermount3") is None:
+        sys.exit("fusermount3 is missing: apt-get install fuse3")
+    tmp = Path(tempfile.mkdtemp(prefix="mount-bench-"))
+    hub, rgw, bucket, stop = start_hub(tmp)
+    points: list[Path] = []
+    try:
+        import boto3
+        from botocore.config import Config
+
+        token = hub.token("bench")
+        client = HubClient(hub.url, token)
+        big_src, small_src = tmp / "big", tmp / "small"
+        big_src.mkdir()
+        size = parse_size(args.big)
+        with open(big_src / "big.bin", "wb") as fh:
+            for _ in range(max(1, size // (64 << 20))):
+                fh.write(os.urandom(min(size, 64 << 20)))
+        for i in range(args.files):
+            d = small_src / f"d{i // 1000:02d}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / f"{i:05d}.bin").write_bytes(os.urandom(4096))
+        t = time.perf_counter()
+        push(client, big_src, "dataset", "bench/big", progress=False)
+        push(client, small_src, "dataset", "bench/small", progress=False)
+        print(f"published in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
+        s3 = boto3.client("s3", endpoint_url=rgw["AWS_ENDPOINT_URL"], aws_access_key_id=rgw["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=rgw["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1",
+                          config=Config(s3={"addressing_style": "path"}))
+        big_key = keys_of(client, "bench/big")[0][0]
+        small_keys = [k for k, _ in keys_of(client, "bench/small")]
+
+        def boto3_big() -> None:
+            body = s3.get_object(Bucket=bucket, Key=big_key)["Body"]
+            while body.read(CHUNK):
+                pass
+
+        def boto3_small() -> None:
+            for key in small_keys:
+                s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+        # --- one big file ---------------------------------------------------------------------------
+        drop_page_cache()
+        t_boto_big = timed(boto3_big)
+        point = tmp / "m-big"
+        points.append(point)
+        mount(hub, token, "datasets/bench/big", point, tmp / "cache-big", tmp / "mount-big.log")
+        drop_page_cache()
+        t_cold = timed(read_all, point / "big.bin")
+        t_warm = timed(read_all, point / "big.bin")
+        mb = size / 2**20
+        print(f"1 file of {mb:.0f} MiB: boto3 {t_boto_big:.2f} s ({mb / t_boto_big:.0f} MiB/s) | mount cold "
+              f"{t_cold:.2f} s ({mb / t_cold:.0f} MiB/s) | warm {t_warm:.2f} s ({mb / t_warm:.0f} MiB/s)", flush=True)
+        report("mount", f"{mb:.0f} MiB sequential read, cold mount / boto3", ratio=t_boto_big / t_cold, target=0.7,
+               detail=f"boto3 {t_boto_big:.2f} s, cold {t_cold:.2f} s")
+        report("mount", f"{mb:.0f} MiB sequential read, warm / cold", ratio=t_cold / t_warm, target=2.0,
+               detail=f"cold {t_cold:.2f} s, warm {t_warm:.2f} s")
+
+        # --- many small files -----------------------------------------------------------------------
+        t_boto_small = timed(boto3_small)
+        point = tmp / "m-small"
+        points.append(point)
+        mount(hub, token, "datasets/bench/small", point, tmp / "cache-small", tmp / "mount-small.log")
+
+        def walk() -> int:
+            n = 0
+            for dirpath, _dirs, files in os.walk(point):
+                for f in files:
+                    os.stat(os.path.join(dirpath, f))
+                    n += 1
+            return n
+
+        t_ls = timed(walk)
+        paths = sorted(p for p in point.rglob("*.bin"))
+        t_small = timed(lambda: [read_all(p) for p in paths])
+        n = len(paths)
+        print(f"{n} files of 4 KiB: boto3 GETs {t_boto_small:.2f} s ({n / t_boto_small:.0f} files/s) | mount "
+              f"{t_small:.2f} s ({n / t_small:.0f} files/s) | ls -R {t_ls:.2f} s", flush=True)
+        # The mount side pays for its listing too (a reader must find the files); boto3 is given the keys.
+        report("mount", f"{n:,} × 4 KiB through the mount (ls -R + reads) / boto3 GETs",
+               ratio=t_boto_small / (t_ls + t_small), target=1.0,
+               detail=f"boto3 {t_boto_small:.2f} s, mount {t_ls:.2f} s listing + {t_small:.2f} s reading")
+        report("mount", f"ls -R of {n:,} files", ratio=None, detail=f"{t_ls:.2f} s")
+    finally:
+        for p in points:
+            umount(p)
+        stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
