@@ -405,3 +405,25 @@ def test_forms_need_a_csrf_token(site, unique) -> None:
     assert s.get(f"{site.url}/settings", timeout=30, allow_redirects=False).status_code == 200
     r = s.post(f"{site.url}/settings/tokens", data={"name": "x", "role": "write"}, timeout=30)
     assert r.status_code == 403
+
+
+def test_a_gated_repo_shows_its_conditions_and_opens_once_accepted(site, page, unique) -> None:
+    owner, reader = f"erin-{unique}", f"frank-{unique}"
+    api = site.api(site.token(owner))
+    repo_id = f"{owner}/gated"
+    api.create_repo(repo_id)
+    api.upload_file(path_or_fileobj=b'{"hidden": true}\n', path_in_repo="config.json", repo_id=repo_id)
+    api.update_repo_settings(repo_id, gated="auto")
+
+    page.goto(f"{site.url}/{repo_id}/blob/main/config.json")
+    assert "gated" in page.locator("#gate").inner_text()
+    assert "hidden" not in page.locator(".file-view").inner_text()  # no preview before acceptance
+    assert page.locator("#gate a:has-text('Sign in')").count() == 1
+
+    sign_in(page, site, reader)
+    page.goto(f"{site.url}/{repo_id}")
+    page.click("#gate button:has-text('I agree')")
+    assert "accepted the conditions" in page.locator(".messages").inner_text()
+    assert page.locator("#gate").count() == 0
+    page.goto(f"{site.url}/{repo_id}/blob/main/config.json")
+    assert '"hidden": true' in page.locator(".file-view pre").inner_text()

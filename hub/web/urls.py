@@ -34,4 +34,5 @@ urlpatterns = [
     re_path(REPO + r"/commits/" + REV + r"$", views.commits),
     re_path(REPO + r"/commit/(?P<sha>[0-9a-f]{40})$", views.commit),
     re_path(REPO + r"/refs$", views.refs),
+    re_path(REPO + r"/access$", views.accept_gate),
 ]

@@ -2,12 +2,14 @@
 Each view parses, calls hub.catalog / hub.repos services, and renders."""
 from __future__ import annotations
 
+from django.contrib import messages
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from hub.catalog import services as catalog
+from hub.errors import HubError
 from hub.hfapi.views import base_url
 from hub.repos import services as repos
 from hub.repos.models import Repo
@@ -43,11 +45,22 @@ def _repo(request: HttpRequest, prefix: str, ns: str, name: str) -> Repo:
     return repos.access_repo(actor_of(request), Repo.DATASET if prefix else Repo.MODEL, ns, name)
 
 
+def _gate_open(request: HttpRequest, repo: Repo) -> bool:
+    """Whether the caller may download this repo's files (always, unless it is gated)."""
+    try:
+        repos.check_gate(actor_of(request), repo)
+    except HubError:
+        return False
+    return True
+
+
 def _context(request: HttpRequest, repo: Repo, tab: str, **extra) -> dict:
-    """What every tab of a repo page shows: the header, the catalog entry, whether it is mirrored."""
+    """What every tab of a repo page shows: the header, the catalog entry, whether it is mirrored,
+    whether its files are open to the caller (gated repos need their conditions accepted)."""
     web = ("/datasets/" if repo.type == Repo.DATASET else "/") + repo.repo_id
     entry = catalog.entry_of(repo)
     return {"repo": repo, "entry": entry, "tab": tab, "web": web, "mirrored": catalog.is_mirrored(repo),
+            "gate_open": _gate_open(request, repo),
             "kind": "datasets" if repo.type == Repo.DATASET else "models",
             "nav": "datasets" if repo.type == Repo.DATASET else "models", **extra}
 
@@ -97,9 +110,10 @@ def blob(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: 
         return redirect(f"{web}/tree/{rev}/{path}")
     parts = path.split("/")
     crumbs = [(part, "/".join(parts[: i + 1])) for i, part in enumerate(parts)]
-    return render(request, "web/blob.html", _context(
-        request, repo, "files", commit=commit, rev=rev, path=path, file=entry, crumbs=crumbs,
-        text=catalog.preview(path, entry), download=f"{web}/resolve/{rev}/{path}"))
+    ctx = _context(request, repo, "files", commit=commit, rev=rev, path=path, file=entry, crumbs=crumbs,
+                   download=f"{web}/resolve/{rev}/{path}")
+    ctx["text"] = catalog.preview(path, entry) if ctx["gate_open"] else None
+    return render(request, "web/blob.html", ctx)
 
 
 @page
@@ -131,6 +145,17 @@ def refs(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
     repo = _repo(request, prefix, ns, name)
     branches, tags = repos.list_refs(repo)
     return render(request, "web/refs.html", _context(request, repo, "refs", branches=branches, tags=tags))
+
+
+@page
+@require_POST
+def accept_gate(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
+    repo = _repo(request, prefix, ns, name)
+    if not request.user.is_authenticated:
+        return redirect(f"/accounts/login?next={request.path.removesuffix('/access')}")
+    repos.do_accept_gate(actor_of(request), repo)
+    messages.success(request, f"You accepted the conditions of {repo.repo_id}: its files are yours to download.")
+    return redirect(("/datasets/" if repo.type == Repo.DATASET else "/") + repo.repo_id)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
