@@ -145,8 +145,8 @@ class Fetcher:
         return resp
 
     def read_range(self, src: Source, start: int, end: int, sink: Callable[[int, bytes], None]) -> None:
-        """Calls sink(offset, chunk) for the bytes [start, end), reconnecting after a failure from
-        the last byte received (MOUNT_RETRY.attempts failures in a row give up)."""
+        """Calls sink(offset, chunk) for the bytes [start, end) — a chunk is valid during the call
+        only — reconnecting after a failure from the last byte received (MOUNT_RETRY.attempts failures in a row give up)."""
         pos = start
         failures = 0
         while pos < end:
@@ -154,15 +154,15 @@ class Fetcher:
                 resp = self._open(src, pos, end)
                 try:
                     if resp.status == 200 and pos:  # a server that ignored the range
-                        skip = pos
-                        while skip and (chunk := resp.read(min(MiB, skip))):
-                            skip -= len(chunk)
-                    while pos < end and (chunk := resp.read(min(MiB, end - pos))):
+                        for _skipped in _chunks(resp, pos):
+                            pass
+                    for chunk in _chunks(resp, end - pos):
                         sink(pos, chunk)
                         pos += len(chunk)
                         failures = 0
                 finally:
-                    resp.drain_conn() if resp.status == 200 else None
+                    if resp.status == 200 and pos < src.size:
+                        resp.close()  # the rest of a whole file we did not ask for: not worth reading
                     resp.release_conn()
                 if pos < end:
                     raise urllib3.exceptions.ProtocolError(f"connection closed at byte {pos} of {end}")
@@ -373,14 +373,19 @@ class StreamingBlob:
         self.hash = hashlib.sha256()
         self.hashed_blocks = 0
         self.hash_lock = threading.Lock()
+        self.frontier = 0  # where the reads that go forward have got to
 
-    def read(self, offset: int, size: int, *, sequential: bool) -> bytes:
+    def read(self, offset: int, size: int) -> bytes:
         """Bytes [offset, offset+size) (fewer at the end of the file). Fetches the missing blocks
-        they span in this thread, and the next ones ahead in the pool when `sequential`."""
+        they span in this thread, and — when the reads go forward (the kernel sends a sequential
+        reader's requests several at a time, not quite in order) — the next ones in the pool."""
         end = min(offset + size, self.size)
         if offset >= end:
             return b""
         first, last = offset // BLOCK, (end - 1) // BLOCK
+        with self.cond:
+            sequential = offset == 0 or self.frontier - 2 * BLOCK <= offset <= self.frontier + 2 * BLOCK
+            self.frontier = max(self.frontier, end) if sequential else end
         if sequential:
             self._ahead(last + 1, min(self.nblocks, last + 1 + READ_AHEAD))
         for i in range(first, last + 1):
@@ -520,6 +525,29 @@ class StreamingBlob:
             os.close(self.fd)
             self.fd = -1
             self.partial.unlink(missing_ok=True)
+
+
+_buffers = threading.local()
+
+
+def _chunks(resp: urllib3.BaseHTTPResponse, n: int):
+    """Up to n bytes of the body as memoryviews of one reused buffer of this thread (each valid
+    until the next is asked for): socket reads straight into it, no allocation per MiB."""
+    fp = getattr(resp, "_fp", None)
+    if fp is None or not hasattr(fp, "readinto") or resp.headers.get("Content-Encoding"):
+        while n > 0 and (chunk := resp.read(min(MiB, n))):
+            n -= len(chunk)
+            yield chunk
+        return
+    buf = getattr(_buffers, "buf", None)
+    if buf is None:
+        buf = _buffers.buf = memoryview(bytearray(MiB))
+    while n > 0:
+        got = fp.readinto(buf[:min(MiB, n)])
+        if not got:
+            return
+        n -= got
+        yield buf[:got]
 
 
 def _pwrite_all(fd: int, chunk: bytes, offset: int) -> None:

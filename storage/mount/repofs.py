@@ -22,7 +22,7 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import count
 from urllib.parse import quote
 
@@ -58,8 +58,6 @@ class Node:
 class Handle:
     fd: int = -1
     blob: StreamingBlob | None = None
-    pos: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class RepoTree:
@@ -348,10 +346,7 @@ class RepoOps(Operations):
             return os.pread(h.fd, size, offset)
         if h.blob is None:
             return b""
-        sequential = offset == h.pos or offset == 0
-        data = h.blob.read(offset, size, sequential=sequential)
-        h.pos = offset + len(data)
-        return data
+        return h.blob.read(offset, size)
 
     @fuse_op
     def release(self, path: str, fi) -> int:

@@ -89,7 +89,6 @@ class VHandle:
     writable: bool = False
     fd: int = -1
     blob: StreamingBlob | None = None
-    pos: int = 0
 
 
 def _rel(path: str) -> str:
@@ -399,9 +398,7 @@ class VolumeOps(Operations):
             return os.pread(h.fd, size, offset)
         if h.blob is None:
             return b""
-        data = h.blob.read(offset, size, sequential=abs(offset - h.pos) <= 2 * (1 << 20) or offset == 0)
-        h.pos = offset + len(data)
-        return data
+        return h.blob.read(offset, size)
 
     @fuse_op
     def write(self, path: str, data: bytes, offset: int, fi) -> int:
