@@ -180,6 +180,9 @@ HUB_MIRROR_THREADS = envint("HUB_MIRROR_THREADS", 8)  # files fetched at once by
 HUB_MIRROR_RETRIES = envint("HUB_MIRROR_RETRIES", 6)  # retries (with backoff) after transient failures
 HUB_MIRROR_HEARTBEAT = envint("HUB_MIRROR_HEARTBEAT", 2)  # seconds between progress/heartbeat writes
 HUB_MIRROR_STALE = envint("HUB_MIRROR_STALE", 30)  # a running job silent this long lost its worker
+# Upstreams that are hubs like this one list files with sha256 and direct URLs (/api/v1/.../manifest);
+# off: every upstream is read through the Hugging Face protocol only (tree + /resolve).
+HUB_MIRROR_MANIFEST = envbool("HUB_MIRROR_MANIFEST", True)
 CELERY_BEAT_SCHEDULE["recover-mirrors"] = {"task": "hub.mirrors.tasks.recover_mirrors", "schedule": 60.0}
 
 REST_FRAMEWORK = {

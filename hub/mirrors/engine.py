@@ -67,7 +67,8 @@ class Superseded(Exception):
 
 def open_source(job: MirrorJob) -> Source:
     if job.source_kind == MirrorJob.HF:
-        return HFSource(job.source_url, job.source_repo, job.source_type, job.credentials.get("token"))
+        return HFSource(job.source_url, job.source_repo, job.source_type, job.credentials.get("token"),
+                        use_manifest=settings.HUB_MIRROR_MANIFEST)
     if job.source_kind == MirrorJob.S3:
         return S3Source(job.source_url, job.s3_endpoint_url, job.credentials)
     return LocalSource(job.source_url)

@@ -8,6 +8,7 @@ and TransientSourceError (unreachable, timed out, 5xx, 429 — the task retries 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ import requests
 
 from hub.errors import HubError
 from hub.repos.validation import check_path, check_ref_name
+
+log = logging.getLogger("hub.mirrors")
 
 CHUNK = 1 << 20
 TIMEOUT = (10, 60)  # connect, read
@@ -41,6 +44,7 @@ class RemoteFile:
     git_oid: str = ""  # git blob sha1, when the source says it (non-LFS files of a git-backed hub)
     lfs: bool = False
     at: str = field(default="", compare=False)  # the upstream commit to read it from (HF)
+    url: str = field(default="", compare=False)  # a direct (presigned) URL, when the upstream gave one
 
 
 @dataclass
@@ -100,8 +104,10 @@ def _single_revision(requested: list[str], what: str) -> list[Revision]:
 # --- Hugging Face protocol --------------------------------------------------------------------------
 
 class HFSource(Source):
-    def __init__(self, endpoint: str, repo_id: str, repo_type: str, token: str | None = None) -> None:
+    def __init__(self, endpoint: str, repo_id: str, repo_type: str, token: str | None = None, *,
+                 use_manifest: bool = True) -> None:
         self.endpoint = endpoint.rstrip("/")
+        self.use_manifest = use_manifest
         self.repo_id = repo_id
         self.repo_type = repo_type
         self.token = token
@@ -197,6 +203,43 @@ class HFSource(Source):
         return out
 
     def list_files(self, rev: Revision, notes: list[str]) -> list[RemoteFile]:
+        files = self._manifest(rev) if self.use_manifest else None
+        if files is None:
+            files = self._tree(rev)
+        return _valid_paths(files, notes)
+
+    def _manifest(self, rev: Revision) -> list[RemoteFile] | None:
+        """An upstream that is a hub like this one lists every file with its sha256 and a direct
+        download URL, a thousand at a time: no per-file round trip through its web tier, and files
+        stored here already are known before anything is downloaded. None elsewhere (huggingface.co)."""
+        kind = "dataset" if self.repo_type == "dataset" else "model"
+        url = f"{self.endpoint}/api/v1/repos/{kind}/{self.repo_id}/manifest"
+        params = {"revision": rev.upstream, "limit": 5000}
+        files: list[RemoteFile] = []
+        while True:
+            try:
+                resp = self.session.get(url, params=params, headers=self._headers(url), timeout=TIMEOUT)
+            except requests.RequestException as err:
+                raise TransientSourceError(f"cannot reach {self.endpoint} (manifest): {_reason(err)}") from err
+            try:
+                page = resp.json() if resp.status_code == 200 else None
+            except ValueError:
+                page = None
+            if not isinstance(page, dict) or page.get("commit") != rev.upstream or not isinstance(page.get("files"), list):
+                resp.close()
+                if files or resp.status_code == 429 or resp.status_code >= 500:
+                    self._check(resp, "the manifest")
+                    raise TransientSourceError(f"{self.endpoint} answered an unexpected manifest page")
+                return None
+            for f in page["files"]:
+                lfs = bool(f["lfs"])
+                files.append(RemoteFile(f["path"], int(f["size"]), f["etag"], sha256=f["sha256"],
+                                        git_oid="" if lfs else f["etag"], lfs=lfs, at=rev.upstream, url=f["url"]))
+            if not page.get("next"):
+                return files
+            params["cursor"] = page["next"]
+
+    def _tree(self, rev: Revision) -> list[RemoteFile]:
         files = []
         url = f"{self.api}/tree/{quote(rev.upstream, safe='')}?recursive=true&expand=false"
         while url:
@@ -213,7 +256,7 @@ class HFSource(Source):
                                             at=rev.upstream))
             nxt = resp.links.get("next", {}).get("url")
             url = urljoin(url, nxt) if nxt else None
-        return _valid_paths(files, notes)
+        return files
 
     def history(self, commit: str, max_pages: int = 20) -> list[str]:
         """Commit ids reachable from `commit`, newest first (as far as `max_pages` go; [] if the
@@ -237,7 +280,14 @@ class HFSource(Source):
         return f"{self.endpoint}/{prefix}{self.repo_id}/resolve/{commit}/{quote(path)}"
 
     def open(self, f: RemoteFile, start: int = 0) -> tuple[int, Iterator[bytes]]:
-        url = self.file_url(f.at, f.path)
+        if f.url:
+            try:
+                return self._open(f.url, f, start)
+            except (SourceError, TransientSourceError) as err:  # expired or refused: through the hub then
+                log.info("direct URL of %s failed (%s); using /resolve", f.path, err)
+        return self._open(self.file_url(f.at, f.path), f, start)
+
+    def _open(self, url: str, f: RemoteFile, start: int) -> tuple[int, Iterator[bytes]]:
         what = f"the download of {f.path}"
         rng = {"Range": f"bytes={start}-"} if start else {}
         for _ in range(6):  # redirects, followed by hand so the token never leaves the hub's origin
