@@ -110,8 +110,8 @@ def main() -> None:
         s3 = boto3.client("s3", endpoint_url=rgw["AWS_ENDPOINT_URL"], aws_access_key_id=rgw["AWS_ACCESS_KEY_ID"],
                           aws_secret_access_key=rgw["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1",
                           config=Config(s3={"addressing_style": "path"}))
-        big_key = keys_of(client, "bench/big")[0][0]
-        small_keys = [k for k, _ in keys_of(client, "bench/small")]
+        big_key = max(keys_of(client, "bench/big"), key=lambda ks: ks[1])[0]  # not .gitattributes
+        small_keys = [k for k, s in keys_of(client, "bench/small") if s == 4096]
 
         def boto3_big() -> None:
             body = s3.get_object(Bucket=bucket, Key=big_key)["Body"]
