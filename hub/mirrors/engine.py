@@ -59,6 +59,8 @@ log = logging.getLogger("hub.mirrors")
 TRANSIENT = (TransientSourceError, StoreUnavailableError, requests.ConnectionError, requests.Timeout,
              OperationalError, InterfaceError)
 GITATTRIBUTES = ".gitattributes"
+SMALL_FILE = 8 << 20  # at most this size, a file is fetched into memory (no partial file to resume)
+IN_PLACE_RETRIES = 3  # a file whose transfer breaks off is asked for again this often before the job retries
 
 
 class Superseded(Exception):
@@ -383,8 +385,11 @@ class JobRun:
         git = (not f.lfs and f.size < self.lfs_threshold) or bool(f.git_oid)
         md5 = isinstance(source, S3Source) and len(f.etag) == 32 and "-" not in f.etag
         local = source.local_path(f)
+        data = path = None
         if local is not None:
             path, hashers = local, self._hash_local(source, f, row, git)
+        elif f.size <= SMALL_FILE:  # nothing worth resuming: kept in memory, never on disk
+            data, hashers = self._download_small(source, f, row, git, md5)
         else:
             path = str(services.partial_dir(self.job) / f"{row.pk}.part")
             hashers = self._download(source, f, row, path, git, md5)
@@ -397,15 +402,16 @@ class JobRun:
         elif md5 and hashers.md5.hexdigest() != f.etag:
             problem = f"hash to MD5 {hashers.md5.hexdigest()}, the source's ETag is {f.etag}"
         if problem:
-            if local is None:
+            if path is not None and local is None:
                 os.unlink(path)
             raise TransientSourceError(f"the bytes received for {f.path} {problem}; fetching it again")
         self._check_lease()
-        blob = blobs.reuse(sha, self.actor.user)
-        if blob is None:
+        if data is not None:
+            blobs.ingest_bytes(bytes(data), self.actor.user)  # a no-op for bytes stored already
+        elif blobs.reuse(sha, self.actor.user) is None:
             with open(path, "rb") as fh:
-                blob = blobs.ingest_stream_verified(fh, sha, f.size, self.actor.user)
-        if local is None:
+                blobs.ingest_stream_verified(fh, sha, f.size, self.actor.user)
+        if path is not None and local is None:
             os.unlink(path)
         row.sha256 = sha
         row.git_oid = hashers.git.hexdigest() if hashers.git is not None and not f.lfs else row.git_oid
@@ -414,9 +420,44 @@ class JobRun:
                                                     fetched=True)
         self.progress.file_done(row.pk, f.size)
 
+    def _chunks(self, chunks, row: MirrorFile):
+        """The chunks, counted, throttled, and cut short when the run must stop."""
+        for chunk in chunks:
+            if self.stop.is_set():
+                self._check_lease()
+                raise _Stopped()
+            self.progress.add(row.pk, len(chunk))
+            yield chunk
+            self.limit.consume(len(chunk))
+
+    def _download_small(self, source: Source, f: RemoteFile, row: MirrorFile, git: bool, md5: bool
+                        ) -> tuple[bytearray, Hashers]:
+        for attempt in range(IN_PLACE_RETRIES):
+            data, hashers = bytearray(), Hashers(f, git, md5)
+            try:
+                _, chunks = source.open(f, 0)
+                for chunk in self._chunks(chunks, row):
+                    data += chunk
+                    hashers.update(chunk)
+                    if len(data) > f.size:
+                        raise TransientSourceError(f"{f.path}: the source sent more than the {f.size} bytes it "
+                                                   "listed (it changed?)")
+                if len(data) != f.size:
+                    raise TransientSourceError(f"{f.path}: the source ended the file at byte {len(data)} of {f.size}")
+                return data, hashers
+            except TransientSourceError:
+                with self.progress.lock:
+                    self.progress.inflight.pop(row.pk, None)
+                if attempt == IN_PLACE_RETRIES - 1:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
+
     def _download(self, source: Source, f: RemoteFile, row: MirrorFile, path: str, git: bool, md5: bool) -> Hashers:
-        """Downloads into `path`, continuing from what a previous run left there. The file lock
-        keeps a run presumed dead (still writing) and its successor off each other's bytes."""
+        """Downloads into `path`, continuing from what a previous run left there (no fsync: the
+        next run re-hashes what it finds, and the final hash check catches anything torn). The
+        file lock keeps a run presumed dead (still writing) and its successor off each other's
+        bytes."""
         with open(path, "a+b") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             self._check_lease()
@@ -424,61 +465,55 @@ class JobRun:
             if have > f.size:
                 fh.truncate(0)
                 have = 0
-            hashers = Hashers(f, git, md5)
+            hashers = _rehash(fh, have, f, git, md5)
             if have:
-                fh.seek(0)
-                left = have
-                while left:
-                    data = fh.read(min(left, 1 << 20))
-                    if not data:
-                        break
-                    hashers.update(data)
-                    left -= len(data)
                 log.info("mirror #%s: resuming %s at byte %d of %d", self.job.pk, f.path, have, f.size)
                 with self.progress.lock:
                     self.progress.resumed += have
                     self.progress.inflight[row.pk] = have
+            failures = 0
             while have < f.size:
-                offset, chunks = source.open(f, have)
-                if offset != have:  # the source ignored the range: start over
-                    fh.truncate(0)
-                    have = 0
-                    hashers = Hashers(f, git, md5)
-                    with self.progress.lock:
-                        self.progress.inflight[row.pk] = 0
-                got = False
-                for chunk in chunks:
-                    if self.stop.is_set():
-                        self._check_lease()
-                        raise Superseded() if self.lost.is_set() else _Stopped()
-                    got = True
-                    fh.write(chunk)
-                    hashers.update(chunk)
-                    have += len(chunk)
-                    self.progress.add(row.pk, len(chunk))
-                    if have > f.size:
+                try:
+                    offset, chunks = source.open(f, have)
+                    if offset != have:  # the source ignored the range: start over
                         fh.truncate(0)
-                        raise TransientSourceError(f"{f.path}: the source sent more than the {f.size} bytes it "
-                                                   "listed (it changed?); fetching it again")
-                    self.limit.consume(len(chunk))
-                if not got and have < f.size:
-                    raise TransientSourceError(f"{f.path}: the source ended the file at byte {have} of {f.size}")
+                        have = 0
+                        hashers = Hashers(f, git, md5)
+                        with self.progress.lock:
+                            self.progress.inflight[row.pk] = 0
+                    got = 0
+                    for chunk in self._chunks(chunks, row):
+                        fh.write(chunk)
+                        hashers.update(chunk)
+                        have += len(chunk)
+                        got += len(chunk)
+                        if have > f.size:
+                            fh.truncate(0)
+                            raise TransientSourceError(f"{f.path}: the source sent more than the {f.size} bytes it "
+                                                       "listed (it changed?); fetching it again")
+                    if not got and have < f.size:
+                        raise TransientSourceError(f"{f.path}: the source ended the file at byte {have} of {f.size}")
+                    failures = 0
+                except TransientSourceError:  # continue with a Range from what arrived, a few times
+                    failures += 1
+                    if failures >= IN_PLACE_RETRIES:
+                        raise
+                    fh.flush()
+                    have = os.fstat(fh.fileno()).st_size
+                    hashers = _rehash(fh, have, f, git, md5)
+                    with self.progress.lock:
+                        self.progress.inflight[row.pk] = have
+                    time.sleep(0.5 * failures)
             fh.flush()
-            os.fsync(fh.fileno())
         return hashers
 
     def _hash_local(self, source: Source, f: RemoteFile, row: MirrorFile, git: bool) -> Hashers:
         hashers = Hashers(f, git, False)
         n = 0
         _, chunks = source.open(f, 0)
-        for chunk in chunks:
-            if self.stop.is_set():
-                self._check_lease()
-                raise _Stopped()
+        for chunk in self._chunks(chunks, row):
             hashers.update(chunk)
             n += len(chunk)
-            self.progress.add(row.pk, len(chunk))
-            self.limit.consume(len(chunk))
         if n != f.size:
             raise TransientSourceError(f"{f.path} changed while it was read ({n} bytes, listed {f.size})")
         return hashers
@@ -646,6 +681,20 @@ class JobRun:
 
 class _Stopped(Exception):
     """Another thread of this run failed; this one stops (the first error is reported)."""
+
+
+def _rehash(fh, have: int, f: RemoteFile, git: bool, md5: bool) -> Hashers:
+    """Hashers fed with the first `have` bytes of the partial file `fh`."""
+    hashers = Hashers(f, git, md5)
+    fh.seek(0)
+    left = have
+    while left:
+        data = fh.read(min(left, 1 << 20))
+        if not data:
+            break
+        hashers.update(data)
+        left -= len(data)
+    return hashers
 
 
 def _stored(shas: list[str]) -> set[str]:
