@@ -8,7 +8,7 @@
 Errors are HubErrors: JSON {"error", "code"} plus X-Error-Code, as everywhere on the hub."""
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -19,35 +19,33 @@ from hub.mirrors import services
 from hub.mirrors.models import MirrorJob
 from hub.repos.models import Repo
 from hub.repos.services import Actor
+from hub.volumes.api import errors  # the hub's one error shape in the schema
 
 TYPES = [Repo.MODEL, Repo.DATASET]
 
 
-class ErrorSerializer(serializers.Serializer):
-    error = serializers.CharField(help_text="what went wrong, in a sentence a person can act on")
-    code = serializers.CharField(help_text="machine-readable: BadRequest, Forbidden, NotFound, Conflict, …")
-
-
 class MirrorRequestSerializer(serializers.Serializer):
-    repo = serializers.CharField(help_text="NAMESPACE/NAME here; created as a public repo if missing")
+    repo = serializers.CharField(max_length=200, help_text="NAMESPACE/NAME here; created as a public repo if missing")
     type = serializers.ChoiceField(TYPES, default=Repo.MODEL)
-    source = serializers.CharField(required=False, allow_blank=True, default="",
+    source = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000,
                                    help_text="https://… (a hub speaking the Hugging Face protocol; default "
                                              "HUB_MIRROR_UPSTREAM), s3://bucket/prefix, or /a/directory on the "
                                              "server (operators only)")
-    source_repo = serializers.CharField(required=False, allow_blank=True, default="",
+    source_repo = serializers.CharField(required=False, allow_blank=True, default="", max_length=200,
                                         help_text="the upstream repo id (default: the same as `repo`)")
     source_type = serializers.ChoiceField(TYPES, required=False, allow_blank=True, default="",
                                           help_text="the upstream repo type (default: `type`)")
-    token = serializers.CharField(required=False, allow_blank=True, default="", write_only=True,
+    token = serializers.CharField(required=False, allow_blank=True, default="", write_only=True, max_length=1000,
                                   help_text="a token for the upstream hub (private or gated repos); never shown")
     revisions = serializers.ListField(child=serializers.CharField(max_length=200), required=False, default=list,
                                       max_length=100, help_text="branches and tags; default all of them")
-    s3_endpoint_url = serializers.CharField(required=False, allow_blank=True, default="",
+    s3_endpoint_url = serializers.CharField(required=False, allow_blank=True, default="", max_length=500,
                                             help_text="S3-compatible endpoint (default: the workers' AWS_ENDPOINT_URL)")
-    aws_access_key_id = serializers.CharField(required=False, allow_blank=True, default="", write_only=True)
-    aws_secret_access_key = serializers.CharField(required=False, allow_blank=True, default="", write_only=True)
-    max_rate = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1,
+    aws_access_key_id = serializers.CharField(required=False, allow_blank=True, default="", write_only=True,
+                                              max_length=200)
+    aws_secret_access_key = serializers.CharField(required=False, allow_blank=True, default="", write_only=True,
+                                                  max_length=200)
+    max_rate = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1, max_value=2**53,
                                         help_text="bytes per second over all files (default: unlimited)")
 
 
@@ -101,10 +99,6 @@ class MirrorJobSerializer(serializers.Serializer):
     started = serializers.DateTimeField(allow_null=True)
     updated = serializers.DateTimeField(allow_null=True)
     finished = serializers.DateTimeField(allow_null=True)
-
-
-def errors(*statuses: int) -> dict:
-    return {s: OpenApiResponse(ErrorSerializer) for s in statuses}
 
 
 def _actor(request: Request) -> Actor:

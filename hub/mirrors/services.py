@@ -75,6 +75,12 @@ def commit_actor(job: MirrorJob) -> Actor:
 def parse_source(source: str | None) -> tuple[str, str]:
     """'https://host' → hf, 's3://bucket/prefix' → s3, '/dir' → local; None → the default upstream."""
     source = (source or settings.HUB_MIRROR_UPSTREAM).strip()
+    if any(c.isspace() or ord(c) < 32 for c in source):
+        raise BadRequest(f"unsupported source {source!r}: it contains spaces or control characters")
+    try:
+        urlparse(source)
+    except ValueError as err:
+        raise BadRequest(f"unsupported source {source!r}: {err}") from None
     if source.startswith("s3://"):
         if not urlparse(source).netloc:
             raise BadRequest(f"no bucket in {source!r}: use s3://bucket/prefix")
@@ -116,8 +122,11 @@ def check_create_job(actor: Actor | None, repo_id: str, *, repo_type: str = Repo
     revisions = [str(r).strip() for r in revisions or () if str(r).strip()]
     if kind == MirrorJob.HF:
         source_repo = source_repo or repo_id
-        if source_repo.count("/") != 1:
+        up_ns, _, up_name = source_repo.partition("/")
+        if not up_ns or not up_name or "/" in up_name:
             raise BadRequest(f"invalid upstream repo id {source_repo!r}: use NAMESPACE/NAME")
+        check_name(up_ns, what="upstream namespace")
+        check_name(up_name, what="repo name")
         source_type = source_type or repo_type
         if source_type not in (Repo.MODEL, Repo.DATASET):
             raise BadRequest(f"unsupported upstream repo type {source_type!r}")
@@ -126,6 +135,13 @@ def check_create_job(actor: Actor | None, repo_id: str, *, repo_type: str = Repo
     elif revisions:
         raise BadRequest(f"a {'directory' if kind == MirrorJob.LOCAL else 'S3 prefix'} has no revisions; "
                          "leave them out (it is mirrored to the default branch)")
+    if s3_endpoint_url:
+        try:
+            parsed = urlparse(s3_endpoint_url)
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise BadRequest(f"invalid S3 endpoint URL {s3_endpoint_url!r}: use http(s)://host[:port]")
     creds = {}
     if kind == MirrorJob.HF and token:
         creds["token"] = token
