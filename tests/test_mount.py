@@ -296,6 +296,31 @@ def test_listing_a_directory_prefetches_its_small_files(hub, alice, unique, tmp_
     assert stats(m)["bytes_fetched"] == fetched  # every read came from the cache
 
 
+def test_a_repo_too_large_for_one_manifest_page_is_learnt_a_directory_at_a_time(hub, alice, unique, tmp_path,
+                                                                                monkeypatch):
+    from storage.client import HubClient
+    from storage.mount import repofs
+
+    repo = f"alice/lazy-{unique}"
+    files = {"top.txt": b"top\n", "a/one.txt": b"1\n", "a/two.txt": b"2\n", "a/b/deep.txt": b"deep\n",
+             "c/big.bin": os.urandom(11 * 10**6)}  # above the LFS threshold: its sha256 comes with the listing
+    commit = push_files(hub, alice, repo, files, tmp_path)
+    monkeypatch.setattr(repofs, "MANIFEST_PAGE", 2)
+    client = HubClient(hub.url, alice)
+    tree = repofs.RepoTree(client, "model", repo, commit)
+    tree.load()
+    assert not tree.complete
+    assert sorted(tree.children("", tree.root)) == [".gitattributes", "a", "c", "top.txt"]
+    assert tree.lookup("/a/b/deep.txt").size == 5 and tree.lookup("/a/missing") is None
+    assert tree.lookup("/top.txt/x") is None
+    for path, data in files.items():
+        node = tree.lookup("/" + path)
+        src = tree.source("/" + path, node)
+        assert (src.sha256, src.size) == (hashlib.sha256(data).hexdigest(), len(data)), path
+        assert client.request("GET", src.url).data == data, path  # (the token goes to the hub only)
+    assert tree.lookup("/a/b").manifest_loaded  # a directory without subdirectories: one call for all its files
+
+
 def test_mount_errors_are_one_line(hub, alice, bob, unique, tmp_path, mounts):
     repo = f"alice/private-{unique}"
     from storage.client import HubClient

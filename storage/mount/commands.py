@@ -226,7 +226,7 @@ def serve(what: str, mountpoint: str, *, client=None, log_file: str | None = Non
         system.write_pidfile(mountpoint, what=what)
         if allow_other is None:
             allow_other = os.geteuid() == 0
-        options = {"fsname": fsname, "subtype": "hub", "max_threads": 64}
+        options = {"fsname": fsname, "subtype": "hub"}
         if allow_other:
             options["allow_other"] = True
         log.info("mounting %s on %s", what, mountpoint)

@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -90,6 +90,8 @@ class Fetcher:
         self._inflight: dict[str, Future] = {}
         self._streams: dict[str, StreamingBlob] = {}
         self._idle: OrderedDict[str, StreamingBlob] = OrderedDict()
+        self._batches: deque = deque()
+        self._feeder: threading.Thread | None = None
         self.closed = False
 
     # --- HTTP ---------------------------------------------------------------------------------------
@@ -271,13 +273,26 @@ class Fetcher:
         self.counters.add(files_fetched=1)
 
     def prefetch(self, sources: Iterable[Source], *, max_files: int, max_bytes: int) -> None:
-        """Fetches small files in the background, a bounded number at a time (the caller returns at
-        once). Failures are left for the read that needs the file to report."""
-        def feed() -> None:
+        """Fetches small files in the background, a bounded number at a time, in the order given
+        (the caller returns at once; batches queue behind each other). Failures are left for the
+        read that needs the file to report."""
+        with self._mu:
+            self._batches.append((iter(sources), max_files, max_bytes))
+            if self._feeder is None or not self._feeder.is_alive():
+                self._feeder = threading.Thread(target=self._feed, name="hub-prefetch-feed", daemon=True)
+                self._feeder.start()
+
+    def _feed(self) -> None:
+        while not self.closed:
+            with self._mu:
+                if not self._batches:
+                    self._feeder = None
+                    return
+                sources, max_files, max_bytes = self._batches.popleft()
             files = total = 0
             for src in sources:
                 if self.closed or files >= max_files or total + src.size > max_bytes:
-                    return
+                    break
                 if self.cache.get(src.sha256, src.size) is not None:
                     continue
                 files += 1
@@ -288,8 +303,6 @@ class Fetcher:
                 except RuntimeError:  # shutting down
                     self._prefetch_slots.release()
                     return
-
-        threading.Thread(target=feed, name="hub-prefetch-feed", daemon=True).start()
 
     def _prefetch_one(self, src: Source) -> None:
         try:

@@ -487,10 +487,20 @@ class VolumeOps(Operations):
             if st.dirty and not st.unlinked:
                 try:
                     self._upload(st)
-                except Exception as err:  # noqa: BLE001 - release cannot report; say it loudly
-                    self.errors.error(f"{st.path}: the last writes were not saved: {getattr(err, 'message', err)}")
+                except Exception as err:  # noqa: BLE001 - release cannot report: keep the bytes, say where
+                    kept = self._keep(st)
+                    self.errors.error(f"{st.path}: the last writes could not be uploaded "
+                                      f"({getattr(err, 'message', err)}); the bytes are kept in {kept}")
             self._drop_spool(st)
         return 0
+
+    def _keep(self, st: WriteState) -> Path:
+        """Moves a spool file whose upload failed for good out of the way, for a person to recover."""
+        lost = self.spool / "lost+found"
+        lost.mkdir(exist_ok=True)
+        target = lost / f"{time.strftime('%Y%m%d-%H%M%S')}-{st.path.replace('/', '%2F')}"
+        os.link(st.tmp, target)
+        return target
 
     def _drop_spool(self, st: WriteState) -> None:
         """Closes and removes a spool file; one whose bytes the hub now holds goes to the cache."""
@@ -553,6 +563,9 @@ class VolumeOps(Operations):
             self._upload(st)  # the bytes written so far exist on the hub before they move
         entry = volume.move(self.client, src, dst, overwrite=True)
         with self.mu:
+            replaced = self.states.pop(dst, None)
+            if replaced is not None and replaced is not st:
+                replaced.unlinked = True  # as with an open file renamed over: its writes go nowhere now
             moved = {p: s for p, s in self.states.items() if p == src or p.startswith(f"{src}/")}
             for p, s in moved.items():
                 del self.states[p]
