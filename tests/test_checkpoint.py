@@ -90,6 +90,56 @@ def test_a_run_killed_anywhere_resumes_to_the_same_weights(client_env, unique, t
     assert [c.step for c in Checkpoints(url).list()] == [30, 25, 20, 15, 10, 5]
 
 
+def _fuse_missing() -> str | None:
+    import shutil
+
+    if not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
+        return "FUSE is not available (/dev/fuse, fusermount3)"
+    return None
+
+
+@pytest.mark.skipif(_fuse_missing() is not None, reason=str(_fuse_missing()))
+def test_a_run_killed_anywhere_resumes_through_a_fresh_mount_on_another_instance(client_env, unique, tmp_path):
+    """The same, with the checkpoints written through the volume's FUSE mount: every process is a
+    new 'instance' — its own mount of the volume and its own empty cache — and the runs are
+    compared with one through hub:// (the same volume seen the other way)."""
+    def mount(n: int) -> Path:
+        point, cache = tmp_path / f"mnt{n}", tmp_path / f"cache{n}"
+        proc = subprocess.run([sys.executable, "-m", "storage.cli", "mount", "volume", str(point),
+                               "--log-file", str(tmp_path / f"mount{n}.log")],
+                              env=client_env | {"HUB_CACHE_DIR": str(cache)}, capture_output=True, text=True,
+                              timeout=180)
+        assert proc.returncode == 0 and os.path.ismount(point), proc.stderr
+        return point
+
+    def umount(point: Path) -> None:
+        subprocess.run([sys.executable, "-m", "storage.cli", "umount", str(point)], env=client_env,
+                       capture_output=True, timeout=120)
+        subprocess.run(["fusermount3", "-u", "-z", str(point)], capture_output=True)
+
+    out = tmp_path / "mounted.pt"
+    resumed, points = [], []
+    try:
+        for n, kill in enumerate(["step 12", "wrote 20 model.pt", None]):
+            point = mount(n)
+            points.append(point)
+            lines = run(client_env, str(point / f"ckpt-{unique}"), out, tmp_path / f"c{n}", kill_after=kill,
+                        slow_save=30 if kill and kill.startswith("wrote") else 0.0)
+            resumed.append(lines[0])
+            umount(point)
+        assert resumed == ["resumed none", "resumed 10", "resumed 15"]
+        # what the mounts wrote is what hub:// sees: the same checkpoints, complete
+        assert [c.step for c in Checkpoints(f"hub://volume/ckpt-{unique}").list()] == [30, 25, 20, 15, 10, 5]
+        straight = run(client_env, f"hub://volume/straight-{unique}", tmp_path / "straight.pt", tmp_path / "cs")
+        assert straight[-1] == "finished"
+        a, b = torch.load(tmp_path / "straight.pt"), torch.load(out)
+        for k in a:
+            assert torch.equal(a[k], b[k]), k
+    finally:
+        for point in points:
+            umount(point)
+
+
 def test_a_corrupt_checkpoint_is_never_loaded(client_env, unique):
     ckpts = Checkpoints(f"hub://volume/corrupt-{unique}")
     ckpts.save(1, {"w.bin": b"one" * 1000})
