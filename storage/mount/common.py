@@ -1,6 +1,7 @@
 """What both kinds of mount share: the client's patience, hub errors as errno values, log lines."""
 from __future__ import annotations
 
+import ctypes
 import errno
 import functools
 import logging
@@ -161,8 +162,6 @@ def configure_logging(log_file: str | None, verbose: bool = False) -> None:
 def invalidate_kernel_cache(path: str) -> None:
     """Tells the kernel to forget the attributes and cached pages of `path` (call from inside an
     operation): the next read asks for the size again instead of trusting what it saw before."""
-    import ctypes
-
     import mfusepy
 
     lib = mfusepy._libfuse
@@ -174,3 +173,36 @@ def invalidate_kernel_cache(path: str) -> None:
     fuse = lib.fuse_get_context().contents.fuse
     if fuse:
         fn(ctypes.c_void_p(fuse), path.encode("utf-8", "surrogateescape"))
+
+
+
+class _Buf(ctypes.Structure):  # struct fuse_buf (fuse_common.h)
+    _fields_ = [("size", ctypes.c_size_t), ("flags", ctypes.c_int), ("mem", ctypes.c_void_p),
+                ("fd", ctypes.c_int), ("pos", ctypes.c_int64)]
+
+
+class _BufVec(ctypes.Structure):  # struct fuse_bufvec, with its one buffer inline
+    _fields_ = [("count", ctypes.c_size_t), ("idx", ctypes.c_size_t), ("off", ctypes.c_size_t),
+                ("buf", _Buf * 1)]
+
+
+_libc = ctypes.CDLL(None)
+_libc.calloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+_libc.calloc.restype = ctypes.c_void_p
+FUSE_BUF_IS_FD, FUSE_BUF_FD_SEEK, FUSE_BUF_FD_RETRY = 1 << 1, 1 << 2, 1 << 3
+FUSE_CAP_SPLICE_WRITE, FUSE_CAP_SPLICE_MOVE = 1 << 7, 1 << 8
+
+
+def reply_with_fd(bufpp, fd: int, offset: int, size: int) -> int:
+    """Answers a read_buf with `size` bytes of `fd` at `offset`, for libfuse to copy (or splice)
+    to the kernel itself: the bytes never pass through Python. The vector is calloc'd, as libfuse
+    frees it. (mfusepy's fuse_bufvec declares `buf` as a pointer; in fuse_common.h it is an array.)"""
+    ptr = _libc.calloc(1, 256)  # room for fields later libfuse versions add at the end
+    if not ptr:
+        raise MemoryError("calloc failed")
+    vec = _BufVec.from_address(ptr)
+    vec.count = 1
+    b = vec.buf[0]
+    b.size, b.flags, b.fd, b.pos = max(0, size), FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY, fd, offset
+    ctypes.cast(bufpp, ctypes.POINTER(ctypes.c_void_p))[0] = ptr
+    return 0

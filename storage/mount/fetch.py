@@ -389,12 +389,18 @@ class StreamingBlob:
         self.frontier = 0  # where the reads that go forward have got to
 
     def read(self, offset: int, size: int) -> bytes:
-        """Bytes [offset, offset+size) (fewer at the end of the file). Fetches the missing blocks
-        they span in this thread, and — when the reads go forward (the kernel sends a sequential
-        reader's requests several at a time, not quite in order) — the next ones in the pool."""
+        """Bytes [offset, offset+size) (fewer at the end of the file)."""
+        n = self.ensure(offset, size)
+        return os.pread(self.fd, n, offset) if n else b""
+
+    def ensure(self, offset: int, size: int) -> int:
+        """Makes bytes [offset, offset+size) present in the part file (self.fd) and returns how
+        many there are (fewer at the end of the file). Fetches the missing blocks they span in this
+        thread, and — when the reads go forward (the kernel sends a sequential reader's requests
+        several at a time, not quite in order) — the next ones in the pool."""
         end = min(offset + size, self.size)
         if offset >= end:
-            return b""
+            return 0
         first, last = offset // BLOCK, (end - 1) // BLOCK
         with self.cond:
             sequential = offset == 0 or self.frontier - 2 * BLOCK <= offset <= self.frontier + 2 * BLOCK
@@ -403,7 +409,7 @@ class StreamingBlob:
             self._ahead(last + 1, min(self.nblocks, last + 1 + READ_AHEAD))
         for i in range(first, last + 1):
             self._need(i)
-        return os.pread(self.fd, end - offset, offset)
+        return end - offset
 
     def _need(self, i: int) -> None:
         with self.cond:
