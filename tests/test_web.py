@@ -245,9 +245,19 @@ def test_missing_and_private_repos_get_the_same_404_page(site, page, unique) -> 
     assert page.locator(".error-page h1").inner_text() == "Not found"
     shot(page, site, "404")
 
+    page.goto(f"{site.url}/models?q={bob}")
+    assert f"{bob}/secret" not in result_ids(page)
+
     sign_in(page, site, bob)
     assert page.goto(f"{site.url}/{bob}/secret").status == 200
     assert page.locator("article.markdown h1").inner_text() == "hush"
+    # Signed in, the lists include one's own private repos, whatever the sort.
+    for sort in ("downloads", "name", "size", "updated"):
+        page.goto(f"{site.url}/models?q={bob}&sort={sort}")
+        assert result_ids(page) == [f"{bob}/secret"]
+        assert page.locator("#results .badge.private").count() == 1
+    page.goto(f"{site.url}/models?sort=name&task=text-generation")
+    assert len(result_ids(page)) == 30
 
 
 def test_a_card_is_sanitized(site, page, unique) -> None:

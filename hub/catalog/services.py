@@ -14,7 +14,7 @@ import nh3
 from django.core.cache import cache
 from django.core.paginator import Page, Paginator
 from django.db import connection, transaction
-from django.db.models import BooleanField, Case, Count, ExpressionWrapper, F, Q, QuerySet, When
+from django.db.models import BooleanField, Case, Count, ExpressionWrapper, F, Q, QuerySet, When, Window
 from django.db.models.functions import Lower
 
 from hub.catalog.models import CatalogEntry, CatalogFacet
@@ -210,23 +210,25 @@ def _terms(q: str) -> list[str]:
 def _text_filter(q: str) -> Q | None:
     """Every word of `q` must match: the id, title, summary, tasks, languages, license. PostgreSQL
     matches words (and word prefixes, so 'imagen' finds ImageNet) through the GIN-indexed tsvector;
-    other engines match substrings. Repos without catalog metadata match by their id."""
+    other engines match substrings. Repos without catalog metadata match by their id. Both sides are
+    subqueries of ids, so the outer query needs no join to the entries to filter."""
     terms = _terms(q)
     if not terms:
         return None
+    by_name = Q()
+    for t in terms:
+        by_name &= Q(name__icontains=t) | Q(namespace__name__icontains=t)
+    bare = Repo.objects.filter(catalog__isnull=True).filter(by_name).values("pk")
     if connection.vendor == "postgresql":
         from django.contrib.postgres.search import SearchQuery
 
         raw = " & ".join(f"{t}:*" for t in terms)
         matches = CatalogEntry.objects.filter(search=SearchQuery(raw, search_type="raw", config="english"))
-        by_name = Q()
+    else:
+        matches = CatalogEntry.objects.all()
         for t in terms:
-            by_name &= Q(name__icontains=t) | Q(namespace__name__icontains=t)
-        return Q(pk__in=matches.values("repo_id")) | (Q(catalog__isnull=True) & by_name)
-    cond = Q()
-    for t in terms:
-        cond &= (Q(catalog__search_text__icontains=t) | Q(name__icontains=t) | Q(namespace__name__icontains=t))
-    return cond
+            matches = matches.filter(search_text__icontains=t)
+    return Q(pk__in=matches.values("repo_id")) | Q(pk__in=bare)
 
 
 def listing(user, query: Query) -> QuerySet[Repo]:
@@ -264,14 +266,22 @@ def with_card_fields(qs: QuerySet[Repo]) -> QuerySet[Repo]:
 
 
 def search(user, query: Query, per_page: int = PER_PAGE) -> Page:
-    """One page of `listing()`; a page number past the end gives the last page. The sort runs over
-    ids alone and only the page's rows are then read whole: sorting thousands of full rows (with
-    their summaries) was most of a list page's time."""
-    page = Paginator(listing(user, query).values_list("pk", flat=True), per_page).get_page(query.page)
-    ids = list(page.object_list)
-    rows = with_card_fields(Repo.objects.filter(pk__in=ids)).in_bulk(ids)
-    page.object_list = [rows[i] for i in ids if i in rows]
-    return page
+    """One page of `listing()`; a page number past the end gives the last page. One query finds the
+    page's ids and the total (a window count); a second reads only those rows whole. Sorting
+    thousands of full rows, with their summaries, and counting them separately was most of a list
+    page's time."""
+    ordered = listing(user, query).annotate(total=Window(Count("pk")))
+    number = query.page
+    rows = list(ordered.values_list("pk", "total")[(number - 1) * per_page:number * per_page])
+    if not rows and number > 1:  # past the end: the last page, as Paginator.get_page does
+        count = ordered.count()
+        number = max(1, -(-count // per_page))
+        rows = list(ordered.values_list("pk", "total")[(number - 1) * per_page:number * per_page])
+    paginator = Paginator([], per_page)
+    paginator.count = rows[0][1] if rows else 0  # a cached_property: set, it is never computed
+    ids = [pk for pk, _ in rows]
+    found = with_card_fields(Repo.objects.filter(pk__in=ids)).in_bulk(ids)
+    return Page([found[i] for i in ids if i in found], number, paginator)
 
 
 def facet_options(repo_type: str) -> dict[str, list[tuple[str, str, int]]]:
