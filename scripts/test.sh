@@ -13,7 +13,8 @@ fi
 
 # Debian's docker-compose validates docker-compose.yml (no container engine runs here).
 if ! command -v docker-compose >/dev/null 2>&1; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker-compose >/dev/null || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null 2>&1 || {
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
 fi
 
 # FUSE 3 for the mount tests (tests/test_mount.py): apt-get only when fusermount3 is missing.
