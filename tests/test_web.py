@@ -153,7 +153,7 @@ def test_it_says_plainly_when_an_entry_is_not_mirrored(site, page) -> None:
     notice = page.locator("#not-mirrored")
     text = notice.inner_text()
     assert "not on this hub yet" in text and "167 GB" in text
-    assert "python manage.py mirror datasets/ILSVRC/imagenet-1k" in text
+    assert "python manage.py mirror ILSVRC/imagenet-1k --type dataset" in text
     assert page.locator(".badge.pending").first.is_visible()
     use = page.locator("#use-it").inner_text()
     assert "hub pull datasets/ILSVRC/imagenet-1k" in use and "/mnt/hub/datasets/ILSVRC/imagenet-1k" in use
@@ -437,3 +437,33 @@ def test_a_gated_repo_shows_its_conditions_and_opens_once_accepted(site, page, u
     assert page.locator("#gate").count() == 0
     page.goto(f"{site.url}/{repo_id}/blob/main/config.json")
     assert '"hidden": true' in page.locator(".file-view pre").inner_text()
+
+
+def test_a_catalog_entry_turns_ready_once_mirrored(site, page, unique, tmp_path) -> None:
+    import yaml
+
+    org = f"mirrorme-{unique}"
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(yaml.safe_dump({"datasets": [{"repo_id": f"{org}/corpus", "title": "A corpus",
+                                                     "summary": "Lines of text.", "size_bytes": 2_000_000_000}]}))
+    site.manage("seed_catalog", "--file", str(catalog), "--no-samples")
+    page.goto(f"{site.url}/datasets/{org}/corpus")
+    assert "2 GB" in page.locator("#not-mirrored").inner_text()
+
+    failed = site.manage("mirror", f"{org}/corpus", "--type", "dataset", "--source", str(tmp_path / "missing"),
+                         check=False)
+    assert failed.returncode != 0
+    page.reload()
+    assert "failed" in page.locator("#mirror-job").inner_text()
+
+    source = tmp_path / "upstream"
+    (source / "data").mkdir(parents=True)
+    (source / "data" / "train.txt").write_text("hello\n" * 1000)
+    (source / "README.md").write_text("---\nlicense: mit\n---\n# A corpus, mirrored\n")
+    site.manage("mirror", f"{org}/corpus", "--type", "dataset", "--source", str(source))
+    page.reload()
+    assert page.locator("#not-mirrored").count() == 0 and page.locator("#mirror-job").count() == 0
+    assert page.locator(".repo-head .badge.ready").count() == 1
+    assert page.locator("article.markdown h1").inner_text() == "A corpus, mirrored"
+    page.goto(f"{site.url}/datasets?q={org}&mirrored=yes")
+    assert result_ids(page) == [f"{org}/corpus"]

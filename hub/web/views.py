@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from hub.catalog import services as catalog
 from hub.errors import HubError
 from hub.hfapi.views import base_url
+from hub.mirrors import services as mirrors
 from hub.repos import services as repos
 from hub.repos.models import Repo
 from hub.web.pages import actor_of, anonymous_cache, page, user_of
@@ -74,6 +75,7 @@ def repo_page(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResp
     ctx = _context(request, repo, "card", commit=commit, card=card)
     ctx["facts"] = catalog.card_facts(repo, ctx["entry"], card.meta if card else {})
     ctx["snippets"] = catalog.snippets(repo, base_url(request), catalog.example_file(commit))
+    ctx["mirror_jobs"] = [mirrors.job_progress(j) for j in mirrors.recent_jobs(repo, 1)]
     return render(request, "web/repo.html", ctx)
 
 
