@@ -8,11 +8,13 @@ Personas: carol publishes upstream; alice mirrors into her own namespace; bob is
 ops is an operator (staff); dave has a tiny quota."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -286,16 +288,59 @@ def test_a_failing_source_fails_the_job_with_its_reason_and_a_retry_works_after_
     assert snapshot(celery_hub, alice, target, "main", tmp_path / "o")["now.txt"] == b"it exists"
 
 
-def test_an_unreachable_upstream_is_retried_with_its_reason_shown(celery_hub):
+class Relay:
+    """A TCP relay from a port of its own to `target`, started when asked: an upstream that is
+    unreachable until someone fixes the network."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+
+    def start(self) -> None:
+        self.sock.listen(64)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            client, _ = self.sock.accept()
+            server = socket.create_connection(self.target)
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(1 << 16):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+
+def test_an_unreachable_upstream_shows_its_reason_while_retried_and_a_retry_works_once_it_is_back(
+        celery_hub, upstream, tiny_llm, tmp_path):
     alice = celery_hub.cached_token("alice")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
-    r = start_mirror(celery_hub, alice, repo=f"alice/unreachable-{uuid.uuid4().hex[:6]}", source=dead,
-                     source_repo="carol/x")
+    relay = Relay(("127.0.0.1", upstream.port))  # bound, not listening: connections are refused
+    endpoint = f"http://127.0.0.1:{relay.port}"
+    target = f"alice/unreachable-{uuid.uuid4().hex[:6]}"
+    r = start_mirror(celery_hub, alice, repo=target, source=endpoint, source_repo=tiny_llm, revisions=["main"])
     job = wait_for(celery_hub, alice, r.json()["id"], lambda j: j["error"], timeout=30)
     assert job["state"] in ("queued", "running")  # waiting for its retry, with backoff
-    assert job["error"].startswith("attempt 1 failed: cannot reach " + dead) and "retrying" in job["error"]
+    assert job["error"].startswith(f"attempt {job['attempts']} failed: cannot reach {endpoint}")
+    assert "Connection refused" in job["error"] and "retrying" in job["error"]
+
+    relay.start()  # the fix
+    r = requests.post(f"{celery_hub.url}/api/v1/mirrors/{job['id']}/retry", headers=auth(alice), timeout=30)
+    assert r.status_code in (202, 409), r.text  # now, rather than at the next backoff (409: that is running)
+    job = wait_for(celery_hub, alice, job["id"])
+    assert job["state"] == "done", job
+    assert snapshot(celery_hub, alice, target, "main", tmp_path / "o") == snapshot(upstream, None, tiny_llm, "main",
+                                                                                   tmp_path / "u")
 
 
 def test_over_quota_fails_before_fetching_anything(celery_hub, upstream, tiny_llm):

@@ -33,6 +33,7 @@ from hub.repos.validation import check_name
 log = logging.getLogger("hub.mirrors")
 BOT = "hub-mirror"
 ACTIVE = (MirrorJob.QUEUED, MirrorJob.RUNNING)
+RETRY_BACKOFF_MAX = 300  # seconds: the longest wait between two attempts of a job (tasks.run_mirror)
 
 
 def is_operator(user) -> bool:
@@ -177,7 +178,8 @@ def check_create_job(actor: Actor | None, repo_id: str, *, repo_type: str = Repo
         job.repo = repo
         job.save()
         log.info("mirror #%s queued: %s → %s %s", job.pk, job.source_display, repo_type, repo_id)
-        transaction.on_commit(lambda: enqueue(job, inline=inline))
+        # robust: a broker that is down must not fail the request; recover_stalled queues it later
+        transaction.on_commit(lambda: enqueue(job, inline=inline), robust=not inline)
     return job
 
 
@@ -260,17 +262,28 @@ def do_retry(job: MirrorJob, *, inline: bool = False) -> MirrorJob:
             ).update(state=MirrorJob.QUEUED, lease="")
             if not taken:
                 raise Conflict(f"mirror job {job.pk} is running; wait for it to finish or fail")
-        transaction.on_commit(lambda: enqueue(job, inline=inline))
+        transaction.on_commit(lambda: enqueue(job, inline=inline), robust=not inline)
     job.refresh_from_db()
     return job
 
 
 def recover_stalled() -> int:
     """Puts back in the queue running jobs whose worker died (heartbeat stale, or the worker does
-    not answer a ping). Their task is gone with the worker, or comes back only when the broker's
-    visibility timeout runs out; the claim makes either way safe. Returns the jobs re-queued."""
-    stale = timezone.now() - timedelta(seconds=settings.HUB_MIRROR_STALE)
+    not answer a ping), and queued jobs nobody picked up for longer than the longest retry backoff
+    (their message was lost with a worker, or never sent). Their task is gone, or comes back only
+    when the broker's visibility timeout runs out; the claim makes a duplicate harmless. Returns the
+    jobs queued again."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.HUB_MIRROR_STALE)
+    lost = now - timedelta(seconds=RETRY_BACKOFF_MAX + settings.HUB_MIRROR_STALE)
     n = 0
+    forgotten = MirrorJob.objects.filter(state=MirrorJob.QUEUED).filter(
+        Q(updated__lt=lost) | Q(updated__isnull=True, created__lt=lost))
+    for job in forgotten:
+        if MirrorJob.objects.filter(pk=job.pk, state=MirrorJob.QUEUED, updated=job.updated).update(updated=now):
+            log.warning("mirror #%s: queued since %s and not picked up; queued again", job.pk, job.updated or job.created)
+            enqueue(job)
+            n += 1
     for job in MirrorJob.objects.filter(state=MirrorJob.RUNNING):
         dead = job.heartbeat is None or job.heartbeat < stale
         if not dead and job.worker and not settings.CELERY_TASK_ALWAYS_EAGER:

@@ -12,9 +12,10 @@ from celery.signals import worker_ready
 from django.conf import settings
 
 from hub.mirrors.engine import TRANSIENT
+from hub.mirrors.services import RETRY_BACKOFF_MAX
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=TRANSIENT, retry_backoff=5, retry_backoff_max=300,
+@shared_task(bind=True, acks_late=True, autoretry_for=TRANSIENT, retry_backoff=5, retry_backoff_max=RETRY_BACKOFF_MAX,
              retry_jitter=True, max_retries=settings.HUB_MIRROR_RETRIES)
 def run_mirror(self, job_id: int) -> str:
     """Runs mirror job `job_id`: transient failures are retried with backoff, the last one fails it."""
