@@ -10,12 +10,11 @@ volumefs (the FUSE operations), fetch (bytes into the cache), system (mount tabl
 """
 from __future__ import annotations
 
-import ctypes.util
 import os
 
-# mfusepy loads libfuse 2 when both are installed; the mounts are written for libfuse 3.
-if not (os.environ.get("FUSE_LIBRARY_PATH") or os.environ.get("FUSE_LIBRARY_NAME")) and ctypes.util.find_library("fuse3"):
-    os.environ["FUSE_LIBRARY_NAME"] = "fuse3"
+# mfusepy loads libfuse 2 when both are installed; the mounts are written for libfuse 3. (Set here,
+# before anything imports mfusepy; cheap, as `hub` imports this package on every command.)
+os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")
 
 from storage.mount.commands import add_parsers  # noqa: E402
 

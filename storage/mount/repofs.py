@@ -333,12 +333,17 @@ class RepoOps(Operations):
             raise FuseOSError(errno.EISDIR)
         handle = Handle(size=node.size)
         if node.size:
-            src = self.tree.source(path, node)
-            fd = self.fetcher.cache.open(src.sha256, src.size)
-            if fd is not None:
+            fd = self.fetcher.cache.open(node.sha256, node.size) if node.sha256 else None
+            if fd is not None:  # the common case, and the one to keep short: no Source, no hub
                 self.fetcher.counters.add(cache_hits=1)
                 handle.fd = fd
-            elif node.size < WHOLE_FILE:
+                fi.keep_cache = 1
+                fh = next(self._ids)
+                self.handles[fh] = handle
+                fi.fh = fh
+                return 0
+            src = self.tree.source(path, node)
+            if node.size < WHOLE_FILE:
                 handle.fd = self.fetcher.open_whole(src)
             else:
                 handle.blob = self.fetcher.stream(src)
