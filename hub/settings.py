@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from urllib.parse import urlparse
 
 import dj_database_url
 
@@ -176,6 +177,10 @@ CELERY_BEAT_SCHEDULE = {
 
 # --- mirroring -----------------------------------------------------------------------------------
 HUB_MIRROR_UPSTREAM = env("HUB_MIRROR_UPSTREAM") or "https://huggingface.co"  # default --source
+# Hosts users who are not operators may mirror from (the server fetches what they name: keep
+# internal addresses out). Default: the default upstream's host only.
+HUB_MIRROR_USER_HOSTS = [h.strip().lower() for h in (env("HUB_MIRROR_USER_HOSTS") or "").split(",") if h.strip()] \
+    or [(urlparse(HUB_MIRROR_UPSTREAM).hostname or "").lower()]
 HUB_MIRROR_THREADS = envint("HUB_MIRROR_THREADS", 8)  # files fetched at once by one job
 HUB_MIRROR_RETRIES = envint("HUB_MIRROR_RETRIES", 6)  # retries (with backoff) after transient failures
 HUB_MIRROR_HEARTBEAT = envint("HUB_MIRROR_HEARTBEAT", 2)  # seconds between progress/heartbeat writes

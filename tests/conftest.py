@@ -50,6 +50,8 @@ def base_env() -> dict[str, str]:
     # tested on a server of their own (tests/test_rate_limits.py).
     env["HUB_AUTH_FAIL_RATE"] = "100000/m"
     env["HUB_TOKEN_CREATE_RATE"] = "100000/m"
+    # Test upstreams (a second hub) listen on loopback; users may mirror from there in tests only.
+    env["HUB_MIRROR_USER_HOSTS"] = "127.0.0.1,huggingface.co"
     return env
 
 

@@ -374,6 +374,12 @@ def test_only_operators_mirror_into_any_namespace_or_from_the_servers_own_source
     assert r.status_code == 403 and "credentials" in r.json()["error"]
     r = start_mirror(celery_hub, celery_hub.token("alice", read_only=True), repo="alice/ro", **hf)
     assert r.status_code == 403
+    # the server fetches what a source names: users are limited to the allowed hosts (no SSRF)
+    r = start_mirror(celery_hub, alice, repo="alice/internal", source="http://10.1.2.3:5432", source_repo=tiny_llm)
+    assert r.status_code == 403 and "10.1.2.3 is for operators" in r.json()["error"]
+    r = start_mirror(celery_hub, alice, repo="alice/s3internal", source="s3://b/p", s3_endpoint_url="http://169.254.169.254",
+                     s3_credentials={"aws_access_key_id": "a", "aws_secret_access_key": "b"})
+    assert r.status_code in (400, 403), r.text
     r = start_mirror(celery_hub, alice, repo="alice/badrev", revisions=["a" * 40], **hf)
     assert r.status_code == 400 and "branches or tags" in r.json()["error"]
     schema = requests.get(f"{celery_hub.url}/api/schema", timeout=30).text

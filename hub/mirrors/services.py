@@ -151,6 +151,12 @@ def check_create_job(actor: Actor | None, repo_id: str, *, repo_type: str = Repo
     if not operator:
         if kind == MirrorJob.LOCAL:
             raise Forbidden("only an operator may mirror a directory of the server")
+        # The server fetches what the source names: users may only name the allowed hosts.
+        host = urlparse(url if kind == MirrorJob.HF else s3_endpoint_url).hostname if (
+            kind == MirrorJob.HF or s3_endpoint_url) else None
+        if host is not None and host.lower() not in settings.HUB_MIRROR_USER_HOSTS:
+            raise Forbidden(f"mirroring from {host} is for operators; you may mirror from "
+                            f"{', '.join(settings.HUB_MIRROR_USER_HOSTS)}")
         if kind == MirrorJob.S3 and not creds:
             raise Forbidden("mirroring S3 with the server's own credentials is for operators; give "
                             "aws_access_key_id and aws_secret_access_key of your own")
