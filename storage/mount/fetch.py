@@ -4,7 +4,7 @@
   is listed), verified by sha256 and put in the cache; reads are then pread(2) on the cached blob.
 * A larger file is a StreamingBlob: a sparse part file in the cache's tmp/, filled block by block
   (BLOCK bytes) as reads need them — the block a read waits for is fetched by the reading thread,
-  the next READ_AHEAD blocks of a sequential reader by a pool. A hasher follows the contiguous
+  the next READ_AHEAD blocks of a sequential reader by a pool (RUN blocks per request). A hasher follows the contiguous
   prefix; when the whole file is there and its sha256 matches, it is renamed into the cache. Bytes
   are served before that check (they come from the hub over the same connection a download uses);
   a file that fails it is dropped and its readers get EIO from then on.
@@ -37,7 +37,8 @@ log = logging.getLogger("hub.mount")
 MiB = 1 << 20
 BLOCK = 8 * MiB
 WHOLE_FILE = 2 * BLOCK  # below this a file is fetched whole, at open
-READ_AHEAD = 6  # blocks fetched ahead of a sequential reader
+READ_AHEAD = 8  # blocks fetched ahead of a sequential reader...
+RUN = 4  # ...up to this many in one request
 IDLE_STREAMS = 4  # large files kept with their part files after their last close
 LOCK_WAIT = 120.0  # seconds to wait for another process fetching the same blob, then fetch anyway
 URL_REUSE = 300.0  # seconds a redirect target (a presigned store URL) is reused without asking again
@@ -79,7 +80,7 @@ class Counters:
 class Fetcher:
     """Fetches files of one mount into `cache`. Thread-safe."""
 
-    def __init__(self, client: HubClient, cache: BlobCache, *, workers: int = 6, prefetch_workers: int = 16) -> None:
+    def __init__(self, client: HubClient, cache: BlobCache, *, workers: int = 4, prefetch_workers: int = 16) -> None:
         self.client = client
         self.cache = cache
         self.counters = Counters()
@@ -425,48 +426,73 @@ class StreamingBlob:
                     break
                 if not self.cond.wait(timeout=5.0) and self.closing:
                     raise TransportError(f"{self.src.label}: closed while reading", code="Closed")
-        self._fetch(i, raise_errors=True)
+        self._fetch(i, 1, raise_errors=True)
 
     def _ahead(self, start: int, stop: int) -> None:
-        todo = []
+        """Fetches the missing blocks in [start, stop) in the pool, consecutive ones up to RUN at a
+        time in one request (fewer, longer requests: a store's per-request cost is tens of ms)."""
+        runs: list[list[int]] = []
         with self.cond:
+            run: list[int] = []
             for i in range(start, stop):
                 if self.state[i] == MISSING and not self.closing:
+                    if run and (i != run[-1] + 1 or len(run) == RUN):
+                        runs.append(run)
+                        run = []
                     self.state[i] = FETCHING
-                    self.busy += 1
-                    todo.append(i)
-        for i in todo:
+                    run.append(i)
+            if run:
+                runs.append(run)
+            self.busy += len(runs)
+        for run in runs:
             try:
-                self.fetcher.pool.submit(self._fetch, i, False)
+                self.fetcher.pool.submit(self._fetch, run[0], len(run), False)
             except RuntimeError:
                 with self.cond:
-                    self.state[i] = MISSING
+                    for i in run:
+                        self.state[i] = MISSING
                     self._done_writing()
 
-    def _fetch(self, i: int, raise_errors: bool) -> None:
-        """Fetches block i (marked FETCHING, counted in busy, by the caller)."""
-        start = i * BLOCK
-        end = min(start + BLOCK, self.size)
+    def _fetch(self, first: int, count: int, raise_errors: bool) -> None:
+        """Fetches blocks first … first+count-1 (marked FETCHING, and counted once in busy, by the
+        caller) in one request; each is PRESENT as soon as its last byte is written."""
+        start = first * BLOCK
+        end = min((first + count) * BLOCK, self.size)
+        done = first  # the blocks before this one are in
+
+        def sink(offset: int, chunk) -> None:
+            nonlocal done
+            _pwrite_all(self.fd, chunk, offset)
+            stop = offset + len(chunk)
+            newly = []
+            while done < first + count and min((done + 1) * BLOCK, self.size) <= stop:
+                newly.append(done)
+                done += 1
+            if newly:
+                with self.cond:
+                    for i in newly:
+                        self.state[i] = PRESENT
+                        self.errors.pop(i, None)
+                    self.cond.notify_all()
+                self._advance_hash()
+
         try:
             if self.closing:
                 raise TransportError("closed", code="Closed")
-            self.fetcher.read_range(self.src, start, end, lambda off, chunk: _pwrite_all(self.fd, chunk, off))
+            self.fetcher.read_range(self.src, start, end, sink)
         except BaseException as err:
             with self.cond:
-                self.state[i] = MISSING
-                self.errors[i] = err
+                for i in range(done, first + count):
+                    self.state[i] = MISSING
+                    self.errors[i] = err
                 self._done_writing()
                 self.cond.notify_all()
             if raise_errors:
                 raise
-            log.debug("read-ahead of %s block %d failed: %s", self.src.label, i, err)
+            log.debug("read-ahead of %s blocks %d-%d failed: %s", self.src.label, first, first + count - 1, err)
             return
         with self.cond:
-            self.state[i] = PRESENT
-            self.errors.pop(i, None)
             self._done_writing()
-            self.cond.notify_all()
-        self._advance_hash()
 
     def _done_writing(self) -> None:
         """(With cond held.) One block fetch less; the last one out closes the file if asked to."""
