@@ -303,14 +303,16 @@ def test_a_repo_too_large_for_one_manifest_page_is_learnt_a_directory_at_a_time(
 
     repo = f"alice/lazy-{unique}"
     files = {"top.txt": b"top\n", "a/one.txt": b"1\n", "a/two.txt": b"2\n", "a/b/deep.txt": b"deep\n",
-             "c/big.bin": os.urandom(11 * 10**6)}  # above the LFS threshold: its sha256 comes with the listing
+             "c/big.bin": os.urandom(11 * 10**6),  # above the LFS threshold: its sha256 comes with the listing
+             "d/x.txt": b"x\n", "d/y.txt": b"y\n"}
     commit = push_files(hub, alice, repo, files, tmp_path)
     monkeypatch.setattr(repofs, "MANIFEST_PAGE", 2)
+    monkeypatch.setattr(repofs, "MANIFEST_PAGES", 1)
     client = HubClient(hub.url, alice)
     tree = repofs.RepoTree(client, "model", repo, commit)
     tree.load()
     assert not tree.complete
-    assert sorted(tree.children("", tree.root)) == [".gitattributes", "a", "c", "top.txt"]
+    assert sorted(tree.children("", tree.root)) == [".gitattributes", "a", "c", "d", "top.txt"]
     assert tree.lookup("/a/b/deep.txt").size == 5 and tree.lookup("/a/missing") is None
     assert tree.lookup("/top.txt/x") is None
     for path, data in files.items():
@@ -318,7 +320,7 @@ def test_a_repo_too_large_for_one_manifest_page_is_learnt_a_directory_at_a_time(
         src = tree.source("/" + path, node)
         assert (src.sha256, src.size) == (hashlib.sha256(data).hexdigest(), len(data)), path
         assert client.request("GET", src.url).data == data, path  # (the token goes to the hub only)
-    assert tree.lookup("/a/b").manifest_loaded  # a directory without subdirectories: one call for all its files
+    assert tree.lookup("/d").manifest_loaded  # a directory without subdirectories: one call for all its files
 
 
 def test_mount_errors_are_one_line(hub, alice, bob, unique, tmp_path, mounts):

@@ -1,7 +1,7 @@
 """A repo at one commit as a read-only FUSE filesystem.
 
-Metadata first, bytes on read. At start one manifest page (up to 10,000 files, with sha256, size
-and a ready download URL each) is asked for: a repo that fits — most models and many datasets —
+Metadata first, bytes on read. At start up to four manifest pages (10,000 files each, with sha256,
+size and a ready download URL) are asked for: a repo that fits — most models and many datasets —
 is then known entirely and no listing ever goes to the hub again. A larger repo is listed a
 directory at a time (the tree API, pages of 1,000) as the kernel asks, and a file's sha256 and URL
 come from the manifest of its directory (one paged call for a directory without subdirectories, or
@@ -41,6 +41,7 @@ from storage.mount.fetch import WHOLE_FILE, Fetcher, Source, StreamingBlob
 log = logging.getLogger("hub.mount")
 
 MANIFEST_PAGE = 10_000
+MANIFEST_PAGES = 4  # a repo of up to 40,000 files is known entirely at mount time
 PREFETCH_SIZE = 1 << 20  # files this small are fetched when their directory is listed
 PREFETCH_FILES = 20_000  # at most this many files per listing...
 PREFETCH_BYTES = 1 << 30  # ...and this many bytes (and never more than a quarter of the cache)
@@ -76,19 +77,27 @@ class RepoTree:
         self.kind = "dataset" if repo_type == "dataset" else "model"
         self.root = Node(True)
         self.complete = False
+        self.known: dict[str, tuple[dict, float]] = {}  # files the first manifest pages told about
         self._locks: dict[str, threading.Lock] = {}
         self._mu = threading.Lock()
 
     # --- loading ------------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """The first manifest page; the whole tree if the repo fits in it. Raises HubClientError
-        (a repo or commit that cannot be read) before anything is mounted."""
-        page = next(self.client.manifest(self.repo_type, self.repo_id, self.commit, limit=MANIFEST_PAGE))
-        until = time.monotonic() + page.get("expires_in", 900) * URL_MARGIN
-        if page.get("next"):
-            return  # too large to know at once: directories are listed as they are visited
-        for item in page["files"]:
+        """Up to MANIFEST_PAGES manifest pages: the whole tree if the repo fits in them, else what
+        they said is kept for the directories listed later. Raises HubClientError (a repo or commit
+        that cannot be read) before anything is mounted."""
+        items: list[tuple[dict, float]] = []
+        pages = self.client.manifest(self.repo_type, self.repo_id, self.commit, limit=MANIFEST_PAGE)
+        for n, page in enumerate(pages, 1):
+            until = time.monotonic() + page.get("expires_in", 900) * URL_MARGIN
+            items.extend((item, until) for item in page["files"])
+            if page.get("next") and n >= MANIFEST_PAGES:
+                # Too large to know at once: directories are listed as they are visited, and what
+                # these pages said about their files is used then.
+                self.known = {item["path"]: (item, until) for item, until in items}
+                return
+        for item, until in items:
             parts = item["path"].split("/")
             node = self.root
             for name in parts[:-1]:
@@ -134,7 +143,10 @@ class RepoTree:
                             subdirs = True
                         else:
                             lfs = e.get("lfs") or {}
-                            out[name] = Node(False, e.get("size", 0), lfs.get("oid"))
+                            node_ = out[name] = Node(False, e.get("size", 0), lfs.get("oid"))
+                            known = self.known.pop(e["path"], None)
+                            if known is not None:
+                                node_.sha256, node_.url, node_.url_until = known[0]["sha256"], known[0]["url"], known[1]
                 node.has_subdirs = subdirs
                 node.children = out
         return node.children
@@ -157,7 +169,7 @@ class RepoTree:
     def source(self, path: str, node: Node) -> Source:
         """Where the file's bytes are, with its sha256 (asking the hub if it is not known yet)."""
         rel = path.strip("/")
-        if node.sha256 is None or (node.url is None and not self.complete):
+        if node.sha256 is None:  # (a file the tree API listed without LFS: its sha256 is in the manifest)
             self._learn(rel, node)
         now = time.monotonic()
         url = node.url if node.url and node.url_until > now else self.client.resolve_url(
