@@ -385,7 +385,8 @@ class StreamingBlob:
         self.fd = os.open(self.partial, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         os.ftruncate(self.fd, self.size)
         self.hash = hashlib.sha256()
-        self.hashed_blocks = 0
+        self.hashed = 0  # bytes from the start that are hashed
+        self.finishing = False  # the whole file is hashed: one thread checks it and commits
         self.hash_lock = threading.Lock()
         self.frontier = 0  # where the reads that go forward have got to
 
@@ -463,6 +464,7 @@ class StreamingBlob:
         def sink(offset: int, chunk) -> None:
             nonlocal done
             _pwrite_all(self.fd, chunk, offset)
+            self._hash_in_line(start, offset, chunk)
             stop = offset + len(chunk)
             newly = []
             while done < first + count and min((done + 1) * BLOCK, self.size) <= stop:
@@ -501,35 +503,59 @@ class StreamingBlob:
             self._close_fd()
 
     def _advance_hash(self) -> None:
-        """Hashes the blocks present from the start onwards; one thread at a time, others return."""
+        """Hashes what is present after what is hashed, reading it back from the part file; one
+        thread at a time, others return."""
         if not self.hash_lock.acquire(blocking=False):
             return
         try:
             while True:
                 with self.cond:
-                    i = self.hashed_blocks
-                    if i >= self.nblocks or self.state[i] != PRESENT or self.closing:
+                    pos = self.hashed
+                    if pos >= self.size or self.state[pos // BLOCK] != PRESENT or self.closing:
                         break
                     self.busy += 1  # keeps the descriptor open while we read it
-                start = i * BLOCK
                 try:
-                    data = os.pread(self.fd, min(BLOCK, self.size - start), start)
+                    data = os.pread(self.fd, min((pos // BLOCK + 1) * BLOCK, self.size) - pos, pos)
                 finally:
                     with self.cond:
                         self._done_writing()
                 self.hash.update(data)
-                self.hashed_blocks += 1
-            done = self.hashed_blocks >= self.nblocks and not self.committed
+                self.hashed = pos + len(data)
+            done = self.hashed >= self.size and not self.finishing
+            self.finishing = self.finishing or done
         finally:
             self.hash_lock.release()
         if done:
             self._finish()
-        elif self.hashed_blocks < self.nblocks:
+        elif self.hashed < self.size:
             # A block may have arrived while we held the lock and its thread returned: look again.
             with self.cond:
-                again = self.state[self.hashed_blocks] == PRESENT and not self.closing
+                again = self.state[self.hashed // BLOCK] == PRESENT and not self.closing
             if again:
                 self._advance_hash()
+
+    def _hash_in_line(self, start: int, offset: int, chunk) -> None:
+        """Called by a request that has written [start, offset + len(chunk)): when what is hashed
+        ends inside that span, hash on from there without reading the bytes back (most of a
+        sequential read is hashed this way, as it arrives)."""
+        end = offset + len(chunk)
+        if not start <= self.hashed < end or not self.hash_lock.acquire(blocking=False):
+            return
+        try:
+            pos = self.hashed
+            if not start <= pos < end:
+                return
+            if pos < offset:  # written by this request a moment ago
+                self.hash.update(os.pread(self.fd, offset - pos, pos))
+                pos = offset
+            self.hash.update(chunk[pos - offset:])
+            self.hashed = end
+            done = end >= self.size and not self.finishing
+            self.finishing = self.finishing or done
+        finally:
+            self.hash_lock.release()
+        if done:
+            self._finish()
 
     def _finish(self) -> None:
         digest = self.hash.hexdigest()
