@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
 import socket
 import subprocess
@@ -341,6 +342,66 @@ def test_an_unreachable_upstream_shows_its_reason_while_retried_and_a_retry_work
     assert job["state"] == "done", job
     assert snapshot(celery_hub, alice, target, "main", tmp_path / "o") == snapshot(upstream, None, tiny_llm, "main",
                                                                                    tmp_path / "u")
+
+
+class LyingUpstream:
+    """A hub-protocol server whose listing claims a file with someone else's sha256 (learnt, say,
+    from a leaked model card) but serves other bytes."""
+
+    def __init__(self, path: str, claimed_sha256: str, served: bytes) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        commit = "c" * 40
+        routes = {
+            "/api/models/evil/x/refs": {"branches": [{"name": "main", "ref": "refs/heads/main", "targetCommit": commit}],
+                                        "tags": [], "converts": []},
+            f"/api/models/evil/x/tree/{commit}": [{"type": "file", "path": path, "size": len(served), "oid": "d" * 40,
+                                                  "lfs": {"oid": claimed_sha256, "size": len(served),
+                                                          "pointerSize": 130}}],
+            f"/api/models/evil/x/commits/{commit}": [{"id": commit, "title": "x"}],
+        }
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                route = self.path.split("?")[0]
+                if route in routes:
+                    body, kind = json.dumps(routes[route]).encode(), "application/json"
+                elif route == f"/evil/x/resolve/{commit}/{path}":
+                    body, kind = served, "application/octet-stream"
+                else:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_a_listed_sha256_does_not_copy_someone_elses_private_bytes(celery_hub):
+    bob, alice = celery_hub.cached_token("bob"), celery_hub.cached_token("alice")
+    secret = os.urandom(MB + 3)
+    private = f"bob/private-{uuid.uuid4().hex[:6]}"
+    celery_hub.api(bob).create_repo(private, private=True)
+    celery_hub.api(bob).upload_file(path_or_fileobj=secret, path_in_repo="secret.bin", repo_id=private)
+    liar = LyingUpstream("secret.bin", sha(secret), os.urandom(len(secret)))
+    try:
+        target = f"alice/stolen-{uuid.uuid4().hex[:6]}"
+        job = wait_for(celery_hub, alice, start_mirror(celery_hub, alice, repo=target, source=liar.url,
+                                                       source_repo="evil/x").json()["id"])
+    finally:
+        liar.server.shutdown()
+    assert job["state"] == "failed" and job["files"]["skipped"] == 0  # fetched, not taken on the listing's word
+    assert "hash to sha256" in job["error"] and sha(secret) in job["error"]
+    assert celery_hub.api(alice).list_repo_files(target) == [".gitattributes"]
 
 
 def test_over_quota_fails_before_fetching_anything(celery_hub, upstream, tiny_llm):

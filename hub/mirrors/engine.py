@@ -271,7 +271,11 @@ class JobRun:
             if (row.path, row.etag) in self.remote:
                 self.rows[(row.path, row.etag)] = row
         self._learn_from_earlier_jobs()
+        # Stored bytes are reused by hash only where the job's committer may use them (their own
+        # uploads, repos they can read): otherwise an upstream claiming someone's private sha256
+        # would get its bytes copied into a public repo. Other bytes are fetched, which proves them.
         stored = _stored([r.sha256 for r in self.rows.values() if r.sha256])
+        stored = _referenceable(self.actor.user, stored)
         done, undone = [], []
         for row in self.rows.values():
             if row.sha256 and row.sha256 in stored:
@@ -404,7 +408,8 @@ class JobRun:
         if problem:
             if path is not None and local is None:
                 os.unlink(path)
-            raise TransientSourceError(f"the bytes received for {f.path} {problem}; fetching it again")
+            raise SourceError(f"the bytes received for {f.path} {problem}: the source contradicts itself "
+                              "(a retry fetches the file again)")
         self._check_lease()
         if data is not None:
             blobs.ingest_bytes(bytes(data), self.actor.user)  # a no-op for bytes stored already
@@ -703,6 +708,14 @@ def _stored(shas: list[str]) -> set[str]:
     for i in range(0, len(shas), 500):
         out |= set(Blob.objects.filter(pk__in=shas[i:i + 500], verified=True, corrupt_at=None)
                    .values_list("sha256", flat=True))
+    return out
+
+
+def _referenceable(user, shas: set[str]) -> set[str]:
+    out: set[str] = set()
+    shas_list = list(shas)
+    for i in range(0, len(shas_list), 1000):
+        out |= blobs.can_reference(user, shas_list[i:i + 1000])
     return out
 
 
