@@ -148,13 +148,13 @@ class HFSource(Source):
         if status < 400:
             return
         code = resp.headers.get("X-Error-Code", "")
-        message = resp.headers.get("X-Error-Message", "")
-        if not message:
+        message = resp.headers.get("X-Error-Message", "")[:300]
+        if not message:  # a hub's JSON error only: other bodies (any server a URL names) are not echoed
             try:
                 body = resp.json()
-                message = str(body.get("error", "")) if isinstance(body, dict) else ""
+                message = str(body.get("error", ""))[:300] if isinstance(body, dict) else ""
             except ValueError:
-                message = resp.text[:200].strip()
+                message = ""
         resp.close()
         detail = f": {message}" if message else ""
         if status == 429 or status >= 500:
