@@ -171,6 +171,15 @@ def blobs_in(cache: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+def wait_cached(cache: Path, shas: list[str], timeout: float = 10) -> None:
+    """Until the cache holds these blobs (a large file enters it a moment after its last byte is
+    read: once written out and verified)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and not all((cache / "blobs" / s[:2] / s).exists() for s in shas):
+        time.sleep(0.05)
+    assert all((cache / "blobs" / s[:2] / s).exists() for s in shas)
+
+
 def sample_repo() -> dict[str, bytes]:
     return {"config.json": b'{"hidden_size": 8}\n', "sub/deep/notes.txt": b"read me\n",
             "weights.bin": os.urandom(20 * MiB + 4321),  # above the whole-file limit: read in blocks
@@ -253,6 +262,7 @@ def test_a_file_read_through_two_mounts_is_fetched_once(hub, alice, unique, tmp_
         assert (a / name).read_bytes() == data
     fetched_a = stats(a)
     assert fetched_a["bytes_fetched"] >= sum(len(v) for v in files.values())
+    wait_cached(cache, [hashlib.sha256(v).hexdigest() for v in files.values()])
     before = blobs_in(cache)
     assert not [k for k in before if k.startswith("tmp/")]
 

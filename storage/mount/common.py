@@ -189,20 +189,41 @@ class _BufVec(ctypes.Structure):  # struct fuse_bufvec, with its one buffer inli
 _libc = ctypes.CDLL(None)
 _libc.calloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
 _libc.calloc.restype = ctypes.c_void_p
+_libc.malloc.argtypes = [ctypes.c_size_t]
+_libc.malloc.restype = ctypes.c_void_p
+
+
+def malloc(n: int) -> int:
+    """Memory libfuse may free(): for the bytes of a read_buf answer (reply_with_memory)."""
+    ptr = _libc.malloc(n)
+    if not ptr:
+        raise MemoryError("malloc failed")
+    return ptr
 FUSE_BUF_IS_FD, FUSE_BUF_FD_SEEK, FUSE_BUF_FD_RETRY = 1 << 1, 1 << 2, 1 << 3
 FUSE_CAP_SPLICE_WRITE, FUSE_CAP_SPLICE_MOVE = 1 << 7, 1 << 8
+
+
+def _vector(bufpp):
+    ptr = _libc.calloc(1, 256)  # room for fields later libfuse versions add at the end
+    if not ptr:
+        raise MemoryError("calloc failed")
+    ctypes.cast(bufpp, ctypes.POINTER(ctypes.c_void_p))[0] = ptr
+    vec = _BufVec.from_address(ptr)
+    vec.count = 1
+    return vec.buf[0]
+
+
+def reply_with_memory(bufpp, addr: int, size: int) -> int:
+    """Answers a read_buf with `size` bytes at `addr`, memory from malloc() that libfuse frees."""
+    b = _vector(bufpp)
+    b.size, b.flags, b.mem = size, 0, addr
+    return 0
 
 
 def reply_with_fd(bufpp, fd: int, offset: int, size: int) -> int:
     """Answers a read_buf with `size` bytes of `fd` at `offset`, for libfuse to copy (or splice)
     to the kernel itself: the bytes never pass through Python. The vector is calloc'd, as libfuse
     frees it. (mfusepy's fuse_bufvec declares `buf` as a pointer; in fuse_common.h it is an array.)"""
-    ptr = _libc.calloc(1, 256)  # room for fields later libfuse versions add at the end
-    if not ptr:
-        raise MemoryError("calloc failed")
-    vec = _BufVec.from_address(ptr)
-    vec.count = 1
-    b = vec.buf[0]
+    b = _vector(bufpp)
     b.size, b.flags, b.fd, b.pos = max(0, size), FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY, fd, offset
-    ctypes.cast(bufpp, ctypes.POINTER(ctypes.c_void_p))[0] = ptr
     return 0

@@ -2,15 +2,10 @@
 
 * A file below WHOLE_FILE is fetched in one GET when it is opened (or prefetched when its directory
   is listed), verified by sha256 and put in the cache; reads are then pread(2) on the cached blob.
-* A larger file is a StreamingBlob: a sparse part file in the cache's tmp/, filled block by block
-  (BLOCK bytes) as reads need them — the block a read waits for is fetched by the reading thread,
-  the next READ_AHEAD blocks of a sequential reader by a pool (RUN blocks per request). A hasher follows the contiguous
-  prefix; when the whole file is there and its sha256 matches, it is renamed into the cache. Bytes
-  are served before that check (they come from the hub over the same connection a download uses);
-  a file that fails it is dropped and its readers get EIO from then on.
+* A larger file is a StreamingBlob (storage.mount.blocks): fetched block by block as reads need
+  it, with read-ahead for sequential readers, verified, then added to the cache.
 * Two processes never fetch the same blob at once: the fetcher holds the blob's lock (see
-  storage.blobcache). A StreamingBlob that cannot get it (another mount is filling the cache with
-  that file) still serves its reader, from a part file of its own that it does not add to the cache.
+  storage.blobcache).
 
 Every request goes through the mount's client (bounded retries with backoff); nothing waits forever.
 """
@@ -30,15 +25,12 @@ import urllib3
 
 from storage.blobcache import BlobCache
 from storage.client import RETRYABLE_ERRORS, HubClient, IntegrityError, TransportError
+from storage.mount.blocks import BLOCK, BufferPool, MiB, StreamingBlob, _pwrite_all
 from storage.mount.common import MOUNT_RETRY
 
 log = logging.getLogger("hub.mount")
 
-MiB = 1 << 20
-BLOCK = 8 * MiB
 WHOLE_FILE = 2 * BLOCK  # below this a file is fetched whole, at open
-READ_AHEAD = 8  # blocks fetched ahead of a sequential reader...
-RUN = 4  # ...up to this many in one request
 IDLE_STREAMS = 4  # large files kept with their part files after their last close
 LOCK_WAIT = 120.0  # seconds to wait for another process fetching the same blob, then fetch anyway
 URL_REUSE = 300.0  # seconds a redirect target (a presigned store URL) is reused without asking again
@@ -85,6 +77,7 @@ class Fetcher:
         self.cache = cache
         self.counters = Counters()
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hub-block")
+        self.buffers = BufferPool()
         self.prefetch_pool = ThreadPoolExecutor(max_workers=prefetch_workers, thread_name_prefix="hub-prefetch")
         self._prefetch_slots = threading.BoundedSemaphore(prefetch_workers * 4)
         self._mu = threading.Lock()
@@ -341,6 +334,7 @@ class Fetcher:
             if blob.bad or blob.committed:
                 drop.append(blob)
             else:
+                blob.shrink()
                 self._idle[blob.src.sha256] = blob
                 while len(self._idle) > IDLE_STREAMS:
                     drop.append(self._idle.popitem(last=False)[1])
@@ -357,245 +351,6 @@ class Fetcher:
             b.close()
         self.prefetch_pool.shutdown(wait=False, cancel_futures=True)
         self.pool.shutdown(wait=False, cancel_futures=True)
-
-
-MISSING, FETCHING, PRESENT = 0, 1, 2
-
-
-class StreamingBlob:
-    """One large file being filled block by block into a part file (see the module docstring)."""
-
-    def __init__(self, fetcher: Fetcher, src: Source) -> None:
-        self.fetcher = fetcher
-        self.src = src
-        self.size = src.size
-        self.nblocks = (src.size + BLOCK - 1) // BLOCK
-        self.state = bytearray(self.nblocks)
-        self.errors: dict[int, BaseException] = {}
-        self.cond = threading.Condition()
-        self.users = 0
-        self.bad = False
-        self.committed = False
-        self.closing = False
-        self.busy = 0  # block fetches writing to fd
-        cache = fetcher.cache
-        self.lock = cache.lock(src.sha256)
-        self.owner = self.lock.acquire(blocking=False)  # else another process fills the cache with it
-        self.partial = cache.tmp_path(src.sha256)
-        self.fd = os.open(self.partial, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        os.ftruncate(self.fd, self.size)
-        self.hash = hashlib.sha256()
-        self.hashed = 0  # bytes from the start that are hashed
-        self.finishing = False  # the whole file is hashed: one thread checks it and commits
-        self.hash_lock = threading.Lock()
-        self.frontier = 0  # where the reads that go forward have got to
-
-    def read(self, offset: int, size: int) -> bytes:
-        """Bytes [offset, offset+size) (fewer at the end of the file)."""
-        n = self.ensure(offset, size)
-        return os.pread(self.fd, n, offset) if n else b""
-
-    def ensure(self, offset: int, size: int) -> int:
-        """Makes bytes [offset, offset+size) present in the part file (self.fd) and returns how
-        many there are (fewer at the end of the file). Fetches the missing blocks they span in this
-        thread, and — when the reads go forward (the kernel sends a sequential reader's requests
-        several at a time, not quite in order) — the next ones in the pool."""
-        end = min(offset + size, self.size)
-        if offset >= end:
-            return 0
-        first, last = offset // BLOCK, (end - 1) // BLOCK
-        with self.cond:
-            sequential = offset == 0 or self.frontier - 2 * BLOCK <= offset <= self.frontier + 2 * BLOCK
-            self.frontier = max(self.frontier, end) if sequential else end
-        if sequential:
-            self._ahead(last + 1, min(self.nblocks, last + 1 + READ_AHEAD))
-        for i in range(first, last + 1):
-            self._need(i)
-        return end - offset
-
-    def _need(self, i: int) -> None:
-        with self.cond:
-            while True:
-                if self.bad:
-                    raise IntegrityError(f"{self.src.label}: the bytes received do not match its sha256",
-                                         code="ChecksumMismatch")
-                if self.state[i] == PRESENT:
-                    return
-                if self.state[i] == MISSING:
-                    self.state[i] = FETCHING
-                    self.busy += 1
-                    break
-                if not self.cond.wait(timeout=5.0) and self.closing:
-                    raise TransportError(f"{self.src.label}: closed while reading", code="Closed")
-        self._fetch(i, 1, raise_errors=True)
-
-    def _ahead(self, start: int, stop: int) -> None:
-        """Fetches the missing blocks in [start, stop) in the pool, consecutive ones up to RUN at a
-        time in one request (fewer, longer requests: a store's per-request cost is tens of ms)."""
-        runs: list[list[int]] = []
-        with self.cond:
-            run: list[int] = []
-            for i in range(start, stop):
-                if self.state[i] == MISSING and not self.closing:
-                    if run and (i != run[-1] + 1 or len(run) == RUN):
-                        runs.append(run)
-                        run = []
-                    self.state[i] = FETCHING
-                    run.append(i)
-            if run:
-                runs.append(run)
-            self.busy += len(runs)
-        for run in runs:
-            try:
-                self.fetcher.pool.submit(self._fetch, run[0], len(run), False)
-            except RuntimeError:
-                with self.cond:
-                    for i in run:
-                        self.state[i] = MISSING
-                    self._done_writing()
-
-    def _fetch(self, first: int, count: int, raise_errors: bool) -> None:
-        """Fetches blocks first … first+count-1 (marked FETCHING, and counted once in busy, by the
-        caller) in one request; each is PRESENT as soon as its last byte is written."""
-        start = first * BLOCK
-        end = min((first + count) * BLOCK, self.size)
-        done = first  # the blocks before this one are in
-
-        def sink(offset: int, chunk) -> None:
-            nonlocal done
-            _pwrite_all(self.fd, chunk, offset)
-            self._hash_in_line(start, offset, chunk)
-            stop = offset + len(chunk)
-            newly = []
-            while done < first + count and min((done + 1) * BLOCK, self.size) <= stop:
-                newly.append(done)
-                done += 1
-            if newly:
-                with self.cond:
-                    for i in newly:
-                        self.state[i] = PRESENT
-                        self.errors.pop(i, None)
-                    self.cond.notify_all()
-                self._advance_hash()
-
-        try:
-            if self.closing:
-                raise TransportError("closed", code="Closed")
-            self.fetcher.read_range(self.src, start, end, sink)
-        except BaseException as err:
-            with self.cond:
-                for i in range(done, first + count):
-                    self.state[i] = MISSING
-                    self.errors[i] = err
-                self._done_writing()
-                self.cond.notify_all()
-            if raise_errors:
-                raise
-            log.debug("read-ahead of %s blocks %d-%d failed: %s", self.src.label, first, first + count - 1, err)
-            return
-        with self.cond:
-            self._done_writing()
-
-    def _done_writing(self) -> None:
-        """(With cond held.) One block fetch less; the last one out closes the file if asked to."""
-        self.busy -= 1
-        if self.closing and self.busy == 0:
-            self._close_fd()
-
-    def _advance_hash(self) -> None:
-        """Hashes what is present after what is hashed, reading it back from the part file; one
-        thread at a time, others return."""
-        if not self.hash_lock.acquire(blocking=False):
-            return
-        try:
-            while True:
-                with self.cond:
-                    pos = self.hashed
-                    if pos >= self.size or self.state[pos // BLOCK] != PRESENT or self.closing:
-                        break
-                    self.busy += 1  # keeps the descriptor open while we read it
-                try:
-                    data = os.pread(self.fd, min((pos // BLOCK + 1) * BLOCK, self.size) - pos, pos)
-                finally:
-                    with self.cond:
-                        self._done_writing()
-                self.hash.update(data)
-                self.hashed = pos + len(data)
-            done = self.hashed >= self.size and not self.finishing
-            self.finishing = self.finishing or done
-        finally:
-            self.hash_lock.release()
-        if done:
-            self._finish()
-        elif self.hashed < self.size:
-            # A block may have arrived while we held the lock and its thread returned: look again.
-            with self.cond:
-                again = self.state[self.hashed // BLOCK] == PRESENT and not self.closing
-            if again:
-                self._advance_hash()
-
-    def _hash_in_line(self, start: int, offset: int, chunk) -> None:
-        """Called by a request that has written [start, offset + len(chunk)): when what is hashed
-        ends inside that span, hash on from there without reading the bytes back (most of a
-        sequential read is hashed this way, as it arrives)."""
-        end = offset + len(chunk)
-        if not start <= self.hashed < end or not self.hash_lock.acquire(blocking=False):
-            return
-        try:
-            pos = self.hashed
-            if not start <= pos < end:
-                return
-            if pos < offset:  # written by this request a moment ago
-                self.hash.update(os.pread(self.fd, offset - pos, pos))
-                pos = offset
-            self.hash.update(chunk[pos - offset:])
-            self.hashed = end
-            done = end >= self.size and not self.finishing
-            self.finishing = self.finishing or done
-        finally:
-            self.hash_lock.release()
-        if done:
-            self._finish()
-
-    def _finish(self) -> None:
-        digest = self.hash.hexdigest()
-        if digest != self.src.sha256:
-            log.error("%s: the bytes received hash to %s, not %s; dropped, reads fail with EIO",
-                      self.src.label, digest, self.src.sha256)
-            with self.cond:
-                self.bad = True
-                self.cond.notify_all()
-            return
-        self.fetcher.counters.add(files_fetched=1)
-        if not self.owner:
-            self.owner = self.lock.acquire(blocking=False)
-        cache = self.fetcher.cache
-        if self.owner and not self.closing and cache.get(self.src.sha256, self.size) is None:
-            tmp = cache.tmp_path(self.src.sha256)
-            try:
-                os.link(self.partial, tmp)
-                cache.commit(tmp, self.src.sha256, verified=True)
-            except OSError as err:
-                tmp.unlink(missing_ok=True)
-                log.warning("could not add %s to the cache: %s", self.src.label, err)
-        self.committed = True
-        self.lock.release()
-
-    def close(self) -> None:
-        with self.cond:
-            if self.closing:
-                return
-            self.closing = True
-            self.cond.notify_all()
-            if self.busy == 0:
-                self._close_fd()
-        self.lock.release()
-
-    def _close_fd(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-            self.partial.unlink(missing_ok=True)
 
 
 _buffers = threading.local()
@@ -619,11 +374,3 @@ def _chunks(resp: urllib3.BaseHTTPResponse, n: int):
             return
         n -= got
         yield buf[:got]
-
-
-def _pwrite_all(fd: int, chunk: bytes, offset: int) -> None:
-    view = memoryview(chunk)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view = view[n:]
-        offset += n

@@ -29,14 +29,17 @@ from urllib.parse import quote
 from mfusepy import FuseOSError, Operations
 
 from storage.client import HubClient, HubClientError, NotFoundError, api_prefix
+from storage.mount.blocks import StreamingBlob
 from storage.mount.common import (
     FUSE_CAP_SPLICE_MOVE,
     FUSE_CAP_SPLICE_WRITE,
     ErrorLog,
     fuse_op,
+    malloc,
     reply_with_fd,
+    reply_with_memory,
 )
-from storage.mount.fetch import WHOLE_FILE, Fetcher, Source, StreamingBlob
+from storage.mount.fetch import WHOLE_FILE, Fetcher, Source
 
 log = logging.getLogger("hub.mount")
 
@@ -382,8 +385,7 @@ class RepoOps(Operations):
             return reply_with_fd(bufpp, h.fd, offset, min(size, h.size - offset))
         if h.blob is None:
             return reply_with_fd(bufpp, -1, 0, 0)
-        n = h.blob.ensure(offset, size)
-        return reply_with_fd(bufpp, h.blob.fd, offset, n)
+        return reply_with_memory(bufpp, *h.blob.read_into(offset, size, malloc))
 
     @fuse_op
     def release(self, path: str, fi) -> int:

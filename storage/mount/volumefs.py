@@ -32,8 +32,16 @@ from mfusepy import FuseOSError, Operations
 
 from storage import volume
 from storage.client import HubClient, IntegrityError, NotFoundError
-from storage.mount.common import ErrorLog, fuse_op, invalidate_kernel_cache, reply_with_fd
-from storage.mount.fetch import WHOLE_FILE, Fetcher, Source, StreamingBlob
+from storage.mount.blocks import StreamingBlob
+from storage.mount.common import (
+    ErrorLog,
+    fuse_op,
+    invalidate_kernel_cache,
+    malloc,
+    reply_with_fd,
+    reply_with_memory,
+)
+from storage.mount.fetch import WHOLE_FILE, Fetcher, Source
 
 log = logging.getLogger("hub.mount")
 
@@ -412,7 +420,7 @@ class VolumeOps(Operations):
             return reply_with_fd(bufpp, h.fd, offset, min(size, h.size - offset))
         if h.blob is None:
             return reply_with_fd(bufpp, -1, 0, 0)
-        return reply_with_fd(bufpp, h.blob.fd, offset, h.blob.ensure(offset, size))
+        return reply_with_memory(bufpp, *h.blob.read_into(offset, size, malloc))
 
     @fuse_op
     def write(self, path: str, data: bytes, offset: int, fi) -> int:
