@@ -165,7 +165,7 @@ class StreamingBlob:
             self.frontier = max(self.frontier, end) if sequential else end
             self._release_behind()
         if sequential:
-            self._ahead(last + 1, min(self.nblocks, last + 1 + READ_AHEAD))
+            self._ahead(last + 1, min(self.nblocks, last + 1 + READ_AHEAD + RUN))
         for i in range(first, last + 1):
             self._need(i)
         return end - offset
@@ -195,10 +195,13 @@ class StreamingBlob:
     # --- fetching -----------------------------------------------------------------------------------
 
     def _ahead(self, start: int, stop: int) -> None:
-        """Fetches the missing blocks in [start, stop) in the pool, consecutive ones up to RUN at a
-        time in one request."""
+        """Fetches the missing blocks in [start, stop) in the pool — once RUN of them are missing
+        (or the file ends there) — consecutive ones up to RUN at a time in one request."""
         runs: list[list[int]] = []
         with self.cond:
+            missing = sum(1 for i in range(start, stop) if self.state[i] == MISSING)
+            if missing < RUN and stop < self.nblocks:
+                return  # top up RUN blocks at a time, not one per read
             run: list[int] = []
             for i in range(start, stop):
                 if self.state[i] == MISSING and not self.closing:
