@@ -190,6 +190,7 @@ def serve(what: str, mountpoint: str, *, client=None, log_file: str | None = Non
         except (ImportError, OSError) as err:
             raise UsageError(f"cannot load libfuse3 ({err}): install it (apt-get install fuse3) and mfusepy",
                              code="NoFuse") from None
+        _raise_open_files_limit()  # every open file, cached blob and part file holds a descriptor
         client = client or MountClient()
         root = cache_dir()
         cache = BlobCache(root, cache_limit(root))
@@ -245,6 +246,17 @@ def serve(what: str, mountpoint: str, *, client=None, log_file: str | None = Non
     except BaseException as err:
         ready.error(f"{type(err).__name__}: {err}")
         raise
+
+
+def _raise_open_files_limit() -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
 
 
 def _timestamp(text: str | None) -> float:
