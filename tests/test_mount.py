@@ -186,6 +186,18 @@ def sample_repo() -> dict[str, bytes]:
             "small.bin": os.urandom(100_000)}
 
 
+def test_the_mount_agent_imports_no_django():
+    code = ("import sys\n"
+            "import storage.mount.commands, storage.mount.agent, storage.mount.repofs, storage.mount.volumefs\n"
+            "import storage.mount.fetch, storage.mount.blocks, storage.mount.system, storage.blobcache\n"
+            "storage.mount.commands.build_parser()\n"
+            "print(','.join(sorted(m for m in sys.modules if m == 'django' or m.startswith(('django.', 'hub.')))))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
+
+
 # --- repos: read-only, pinned, cached -----------------------------------------------------------------
 
 def test_a_repo_mounts_read_only_and_reads_byte_for_byte(hub, alice, unique, tmp_path, mounts):
