@@ -135,6 +135,20 @@ WRITES = {
 }
 
 
+WEB = {
+    "web_repo_page": lambda w, repo: ("GET", f"/{repo}", None),
+    "web_files": lambda w, repo: ("GET", f"/{repo}/tree/main", None),
+    "web_history": lambda w, repo: ("GET", f"/{repo}/commits/main", None),
+    "web_refs": lambda w, repo: ("GET", f"/{repo}/refs", None),
+}
+
+
+def web_expectation(actor: str, resource: str) -> str | int:
+    if actor == "instance":
+        return 403  # an instance token is for the mount agent, not for pages
+    return read_expectation(actor, resource, download=False)
+
+
 def send(w: World, actor: str, method: str, path: str, body) -> requests.Response:
     headers = w.auth(actor)
     if body == "commit":
@@ -148,16 +162,18 @@ def send(w: World, actor: str, method: str, path: str, body) -> requests.Respons
 
 
 CASES = ([(e, a, r, "read") for e in READS for a in ACTORS for r in RESOURCES]
+         + [(e, a, r, "web") for e in WEB for a in ACTORS for r in RESOURCES]
          + [(e, a, r, "download") for e in DOWNLOADS for a in ACTORS for r in RESOURCES]
          + [(e, a, r, "write") for e in WRITES for a in ACTORS for r in RESOURCES])
 
 
 @pytest.mark.parametrize("endpoint, actor, resource, kind", CASES)
 def test_repo_endpoints(world, endpoint, actor, resource, kind):
-    table = {"read": READS, "download": DOWNLOADS, "write": WRITES}[kind]
+    table = {"read": READS, "download": DOWNLOADS, "write": WRITES, "web": WEB}[kind]
     method, path, body = table[endpoint](world, world.repos[resource])
     resp = send(world, actor, method, path, body)
     want = (write_expectation(actor, resource) if kind == "write"
+            else web_expectation(actor, resource) if kind == "web"
             else read_expectation(actor, resource, download=kind == "download"))
     assert outcome(resp) == want, f"{method} {path} as {actor}: {resp.status_code} {resp.text[:300]}"
     if want == 404:  # private things look exactly like missing things
