@@ -149,6 +149,8 @@ class HubErrorMiddleware:
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
         if isinstance(exc, HubError):
             return error_response(exc)
+        if too_big(exc):
+            return error_response(body_too_large())
         from storage.objectstore import StoreUnavailableError
 
         if isinstance(exc, StoreUnavailableError):
@@ -196,12 +198,28 @@ _DRF_CODES = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "No
               406: "NotAcceptable", 415: "UnsupportedMediaType", 429: "TooManyRequests"}
 
 
+def too_big(exc: Exception) -> bool:
+    from django.core.exceptions import RequestDataTooBig
+
+    return isinstance(exc, RequestDataTooBig)
+
+
+def body_too_large() -> PayloadTooLarge:
+    from django.conf import settings
+
+    return PayloadTooLarge(f"the request body is too large: this hub takes at most "
+                           f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes in one request (HUB_MAX_REQUEST_BODY); "
+                           "send big files through LFS or a volume upload session")
+
+
 def drf_exception_handler(exc, context):
     """DRF's own errors (authentication, parsing, validation) in the hub's one error shape."""
     from rest_framework.views import exception_handler
 
     if isinstance(exc, HubError):
         return error_response(exc)
+    if too_big(exc):
+        return error_response(body_too_large())
     response = exception_handler(exc, context)
     if response is None:
         return None

@@ -1,6 +1,7 @@
-"""Rate limits on authentication and token creation, on a server of their own with low limits:
-guessing tokens gets 429 with Retry-After after a handful of tries (a valid token still works),
-and a user creating instances (each a new token) in a burst is slowed down."""
+"""Rate limits on authentication and token creation, and the request size limit, on a server of
+their own with low limits: guessing tokens gets 429 with Retry-After after a handful of tries (a
+valid token still works), a user creating instances (each a new token) in a burst is slowed down,
+and a request body over HUB_MAX_REQUEST_BODY is refused with 413 and a sentence saying so."""
 from __future__ import annotations
 
 import pytest
@@ -17,7 +18,8 @@ def strict_hub(tmp_path_factory):
     cache = "redis://127.0.0.1:6379/14"  # shared by the server's workers, as in production
     redis.Redis.from_url(cache).flushdb()
     hub = Hub("strict", base_env() | {"HUB_DATA_DIR": str(data), "HUB_AUTH_FAIL_RATE": "5/m",
-                                      "HUB_TOKEN_CREATE_RATE": "3/m", "HUB_CACHE_URL": cache}, data)
+                                      "HUB_TOKEN_CREATE_RATE": "3/m", "HUB_CACHE_URL": cache,
+                                      "HUB_MAX_REQUEST_BODY": "1MiB"}, data)
     hub.start(data / "server.log")
     yield hub
     hub.stop()
@@ -44,3 +46,16 @@ def test_creating_tokens_in_a_burst_is_slowed_down(strict_hub):
     statuses = [requests.post(f"{strict_hub.url}/api/instances", headers={"Authorization": f"Bearer {token}"},
                               json={"name": f"i{i}"}, timeout=30).status_code for i in range(10)]
     assert statuses == [201] * 3 + [429] * 7, statuses
+
+
+def test_a_request_body_over_the_limit_is_refused_with_413(strict_hub):
+    token = strict_hub.token("bigbody")
+    headers = {"Authorization": f"Bearer {token}"}
+    big = {"name": "x", "padding": "a" * (2 * 2**20)}
+    for path in ("/api/repos/create", "/api/instances", "/api/volume/mkdir"):
+        r = requests.post(f"{strict_hub.url}{path}", json=big, headers=headers, timeout=60)
+        assert r.status_code == 413, (path, r.status_code, r.text[:200])
+        assert "too large" in r.json()["error"]
+    # under the limit, the same calls work
+    assert requests.post(f"{strict_hub.url}/api/volume/mkdir", json={"path": "ok"}, headers=headers,
+                         timeout=60).status_code == 201
