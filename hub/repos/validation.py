@@ -31,6 +31,9 @@ def check_path(path: str) -> str:
         raise InvalidPath(f"file path {path!r} contains a NUL byte")
     if any(ord(c) < 32 or ord(c) == 127 for c in path):
         raise InvalidPath(f"file path {path!r} contains a control character")
+    # Invisible and direction-changing characters (U+200B, U+202E…) make a name look like another.
+    if any(unicodedata.category(c) in ("Cf", "Cs", "Co", "Cn") or c in "\u2028\u2029" for c in path):
+        raise InvalidPath(f"file path {path!r} contains an invisible, direction-changing or unassigned character")
     if "\\" in path:
         raise InvalidPath(f"file path {path!r} contains a backslash; use '/' between directories")
     if path.startswith("/"):
