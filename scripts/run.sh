@@ -23,4 +23,4 @@ cat <<MSG
 
 MSG
 exec .venv/bin/gunicorn hub.wsgi --bind "127.0.0.1:$PORT" --worker-class gthread --workers 2 --threads 8 \
-    --timeout 300 --access-logfile -
+    --timeout 300 --keep-alive 30 --access-logfile -

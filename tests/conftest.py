@@ -96,7 +96,10 @@ class Hub:
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "gunicorn", "hub.wsgi", "-b", f"127.0.0.1:{self.port}", "-k", "gthread",
-             "--threads", "8", "-w", "2", "--timeout", "300", "--graceful-timeout", "5"],
+             "--threads", "8", "-w", "2", "--timeout", "300", "--graceful-timeout", "5",
+             # Clients keep connections open between requests; gunicorn's default of 2 s closes them
+             # under a client about to reuse one ("connection reset by peer" in a later request).
+             "--keep-alive", "30"],
             env=self.env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
         while time.time() < deadline:
