@@ -631,7 +631,13 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    return dispatch(build_parser(), argv)
+
+
+def dispatch(parser: argparse.ArgumentParser, argv: list[str] | None = None, *,
+             interrupted: str | None = "interrupted: run the same command again to continue") -> int:
+    """Runs the chosen subcommand under the conventions of every `hub` command: one `error: ...`
+    line on stderr, status 1 (2 for usage errors, 130 for Ctrl-C), HUB_DEBUG=1 for a traceback."""
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
@@ -650,7 +656,8 @@ def main(argv: list[str] | None = None) -> int:
         say(f"error: {err.message}")
         return 1
     except KeyboardInterrupt:
-        say("interrupted: run the same command again to continue")
+        if interrupted:
+            say(interrupted)
         return 130
     except BrokenPipeError:
         return 1

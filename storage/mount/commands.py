@@ -346,31 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The same conventions as `hub`: one `error: ...` line and status 1 (2 for usage errors)."""
-    import traceback
+    """The same conventions as `hub` (storage.cli.dispatch); Ctrl-C on a foreground mount just ends it."""
+    from storage.cli import dispatch
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
-        return 2
-    debug = os.environ.get("HUB_DEBUG", "") not in ("", "0")
-    try:
-        return args.func(args)
-    except UsageError as err:
-        if debug:
-            traceback.print_exc()
-        _say(f"error: {err.message}")
-        return 2
-    except HubClientError as err:
-        if debug:
-            traceback.print_exc()
-        _say(f"error: {err.message}")
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except Exception as err:  # noqa: BLE001 - the one top-level handler
-        if debug:
-            traceback.print_exc()
-        _say(f"error: {type(err).__name__}: {err} (set HUB_DEBUG=1 for a traceback)")
-        return 1
+    return dispatch(build_parser(), argv, interrupted=None)
