@@ -336,21 +336,26 @@ class BlobCache:
                 old = now - e.stat(follow_symlinks=False).st_mtime > _TMP_STALE
             except (IndexError, ValueError, FileNotFoundError):
                 continue
-            if pid != os.getpid() and old and not _alive(pid):
+            if pid != os.getpid() and old and not alive(pid):
                 try:
                     os.unlink(e.path)
                 except FileNotFoundError:
                     pass
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process of this machine still runs (a zombie counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a zombie (our own child not yet reaped) is gone for our purposes
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 def _hash_file(path: Path) -> str:

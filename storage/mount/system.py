@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from storage.blobcache import cache_dir
+from storage.blobcache import alive, cache_dir
 from storage.client import HubClientError, UsageError
 
 
@@ -169,20 +169,6 @@ def remove_pidfile(path: str | Path, kind: str = "mount") -> None:
             p.unlink()
     except (FileNotFoundError, ValueError):
         pass
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (our own child not yet reaped) is gone for our purposes
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def wait_gone(pid: int, timeout: float) -> bool:
