@@ -87,6 +87,28 @@ def test_seed_catalog_is_idempotent(hub, unique, tmp_path) -> None:
     assert f"{org}/corpus-1" in listing and f"{org}/corpus-0" not in listing
 
 
+def test_a_search_finds_ids_and_titles_by_their_words(hub, unique, tmp_path) -> None:
+    # PostgreSQL's parser reads "org-12345" as 'org' and the number '-12345', and "x-1e5" as a float:
+    # the search text also holds the words a query is split into, so these still match.
+    org = f"find-{int(unique, 16)}"
+    doc = {"datasets": [], "models": [
+        _entry(f"{org}/llama-2-7b", "Llama-2 7B"), _entry(f"{org}/tiny-1e5", "Tiny 1e5"),
+        _entry(f"{org}/snake_case_model", "Snake"), _entry(f"{org}/other", "Other")]}
+    path = tmp_path / "catalog.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    hub.manage("seed_catalog", "--file", str(path), "--no-samples")
+
+    def found(q: str) -> list[str]:
+        page = requests.get(f"{hub.url}/models", params={"q": q, "sort": "name"}, timeout=30).text
+        return [m for m in ("llama-2-7b", "tiny-1e5", "snake_case_model", "other") if f"{org}/{m}" in page]
+
+    assert found(org) == ["llama-2-7b", "tiny-1e5", "snake_case_model", "other"]
+    assert found(f"{org} llama 2") == found(f"{org} llama-2") == found(f"{org}/llama-2-7b") == ["llama-2-7b"]
+    assert found(f"{org} 1e5") == found(f"{org}/tiny-1e5") == ["tiny-1e5"]
+    assert found(f"{org} snake case") == found(f"{org}/snake_case_model") == ["snake_case_model"]
+    assert found(f"{org} no-such-words") == []
+
+
 def test_the_samples_load_with_transformers_against_the_hub(hub, tmp_path) -> None:
     """A fresh hub has real content: the tiny models load through the stock transformers client and
     the iris data reads through HF_ENDPOINT, with only the hub's URL."""

@@ -26,6 +26,7 @@ from hub.repos.models import Commit, Repo
 from hub.repos.validation import check_path
 
 PER_PAGE = 30
+_WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY = 200
 FACET_TTL = 60  # seconds the filter options (with their counts) are kept per process
 
@@ -118,16 +119,20 @@ def do_upsert_entry(repo: Repo, data: EntryData) -> tuple[CatalogEntry, str]:
             for k, v in values.items():
                 setattr(entry, k, v)
             outcome = "updated"
-        entry.search_text = search_text(repo, entry)
+        entry.search_text = search_text(repo.repo_id, entry)
         entry.save()
         _set_facets(repo, entry)
         refresh_search([entry.pk])
     return entry, outcome
 
 
-def search_text(repo: Repo, e: CatalogEntry) -> str:
-    """What a search matches for this entry: ids, title, summary, tasks, modality, language names, license."""
-    parts = [repo.repo_id, e.upstream_id, e.title, e.summary, " ".join(e.tasks).replace("-", " "),
+def search_text(repo_id: str, e: CatalogEntry) -> str:
+    """What a search matches for this entry: ids, title, summary, tasks, modality, language names, license.
+    The ids and the title come twice: as written, and as the words a search is split into. PostgreSQL's
+    parser reads "llama-2" as 'llama' and the number '-2', and "org-1e5" as 'org' and a float, so a
+    search for "llama 2" would not find them by their original spelling alone."""
+    words = " ".join(_WORD.findall(f"{repo_id} {e.upstream_id} {e.title}".replace("_", " ")))
+    parts = [repo_id, e.upstream_id, e.title, words, e.summary, " ".join(e.tasks).replace("-", " "),
              " ".join(e.modality), " ".join(language_name(c) for c in e.languages), e.license, e.base_model,
              e.parameters]
     return " ".join(p for p in parts if p)
@@ -148,15 +153,18 @@ def _set_facets(repo: Repo, e: CatalogEntry) -> None:
 
 
 def refresh_search(entry_ids: list[int]) -> None:
-    """Recomputes the stored tsvector of these entries (PostgreSQL only; a no-op elsewhere). The
-    title and id weigh more than the summary."""
+    """Recomputes the stored tsvector of these entries (PostgreSQL only; a no-op elsewhere)."""
     if connection.vendor != "postgresql" or not entry_ids:
         return
+    CatalogEntry.objects.filter(pk__in=entry_ids).update(search=search_vector())
+
+
+def search_vector():
+    """The stored tsvector's expression: the title weighs more than the rest of the search text."""
     from django.contrib.postgres.search import SearchVector
 
-    vector = (SearchVector("title", weight="A", config="simple")
-              + SearchVector("search_text", weight="B", config="english"))
-    CatalogEntry.objects.filter(pk__in=entry_ids).update(search=vector)
+    return (SearchVector("title", weight="A", config="simple")
+            + SearchVector("search_text", weight="B", config="english"))
 
 
 # --- searching --------------------------------------------------------------------------------------
@@ -198,9 +206,6 @@ class Query:
     @property
     def active_filters(self) -> list[tuple[str, str]]:
         return [(k, getattr(self, k)) for k in self.FILTERS if getattr(self, k)]
-
-
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def _terms(q: str) -> list[str]:
