@@ -94,12 +94,26 @@ _BY_STATUS: dict[int, type[HubClientError]] = {401: AuthError, 403: PermissionDe
 class RetryPolicy:
     """Retry 429 and 5xx answers and transport errors, `attempts` times in all, waiting
     min(cap, base·2^n) with ±25 % jitter — or the server's Retry-After, if it says so (capped too).
-    Nothing else is retried: a 4xx is an answer, not an accident."""
+    With a `budget`, the waits of one call add up to at most that many seconds, whatever Retry-After
+    says (a mount promises an answer in bounded time). Nothing else is retried: a 4xx is an answer,
+    not an accident."""
 
     attempts: int = 5
     base: float = 0.5
     cap: float = 8.0
     statuses: frozenset[int] = frozenset({429, 500, 502, 503, 504})
+    budget: float | None = None
+
+    def next_wait(self, attempt: int, waited: float, retry_after: str | None = None) -> float | None:
+        """The wait before try number `attempt` + 2, or None when there is to be no such try."""
+        if attempt + 1 >= self.attempts:
+            return None
+        delay = self.delay(attempt, retry_after)
+        if self.budget is not None:
+            if waited >= self.budget:
+                return None
+            delay = min(delay, self.budget - waited)
+        return delay
 
     def delay(self, attempt: int, retry_after: str | None = None) -> float:
         if retry_after:
@@ -318,17 +332,20 @@ class HubClient:
         url = self.url(url)
         ok = set(ok)
         attempt = 0
+        waited = 0.0
         hops = 0
         while True:
             try:
                 resp = self.pool.request(method, url, body=body, headers=self.headers_for(url, headers),
                                          preload_content=preload, redirect=False, timeout=timeout or self.timeout)
             except RETRYABLE_ERRORS as err:
-                attempt += 1
-                if attempt >= retry.attempts:
+                wait = retry.next_wait(attempt, waited)
+                if wait is None:
                     raise TransportError(f"cannot reach {_where(url, self.endpoint)}: {_reason(err)}",
                                          code="ConnectionError") from err
-                time.sleep(retry.delay(attempt - 1))
+                attempt += 1
+                waited += wait
+                time.sleep(wait)
                 continue
             if follow and resp.status in (301, 302, 303, 307, 308) and method in ("GET", "HEAD"):
                 location = resp.headers.get("Location")
@@ -343,12 +360,14 @@ class HubClient:
                     # differ: the hub already checked them before redirecting.
                     headers = {k: v for k, v in headers.items() if k.lower() not in ("if-match", "if-none-match")}
                 continue
-            if resp.status in retry.statuses and attempt + 1 < retry.attempts:
-                delay = retry.delay(attempt, resp.headers.get("Retry-After"))
+            wait = retry.next_wait(attempt, waited, resp.headers.get("Retry-After")) \
+                if resp.status in retry.statuses else None
+            if wait is not None:
                 resp.drain_conn()
                 resp.release_conn()
                 attempt += 1
-                time.sleep(delay)
+                waited += wait
+                time.sleep(wait)
                 continue
             if resp.status >= 400 and resp.status not in ok:
                 try:

@@ -5,15 +5,18 @@ Every scenario runs a hub of its own (own database, own bucket or directory), so
 or killing its processes disturbs no other test; the shared Ceph RGW is never stopped (the store
 "outage" is a TCP proxy in front of it that the test cuts). The PostgreSQL restart is the one
 exception: it restarts the machine's cluster, once, and waits until it answers again.
-(The mount's EIO-without-hanging is covered by the mount helper's tests.)"""
+(The mount with the hub itself unreachable is in tests/test_mount.py; here the hub is up and its store
+is not.)"""
 from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 import threading
@@ -281,6 +284,71 @@ def test_store_down_answers_503_with_retry_after_writes_nothing_half_and_recover
     out = api.hf_hub_download(repo, "new-2.txt", cache_dir=str(hub.data_dir / "hf-cache"))
     assert Path(out).read_bytes().startswith(b"new file 2 ")
     assert_rows_point_at_stored_bytes(hub, bucket_objects(s3, hub.bucket))
+
+
+def _wait_for(check, timeout: float):
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"not within {timeout} s"
+        time.sleep(0.2)
+    return found
+
+
+def test_store_down_the_mount_answers_eio_in_bounded_time_keeps_the_old_file_and_recovers(store_proxy_hub,
+                                                                                          tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    from tests.test_mount import Mounts, _fuse_missing, client_env
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    if _fuse_missing():
+        pytest.skip(_fuse_missing())
+    hub = store_proxy_hub
+    token = hub.token("carol")
+    repo = "carol/mounted"
+    api = hub.api(token)
+    api.create_repo(repo)
+    files = {"cached.bin": os.urandom(300_000), "cold.bin": os.urandom(12 * MIB)}  # the second one by LFS
+    for name, data in files.items():
+        api.upload_file(path_or_fileobj=data, path_in_repo=name, repo_id=repo)
+    mounts = Mounts(tmp_path / "mnt")
+    mounts.base.mkdir()
+    try:
+        env = client_env(hub, token, tmp_path / "cache", HUB_MOUNT_RETRY_SECONDS="2")
+        m = mounts.mount(env, repo, "repo", "--no-prefetch")
+        vol = mounts.mount(env, "volume", "vol")
+        assert (m / "cached.bin").read_bytes() == files["cached.bin"]
+        (vol / "notes.txt").write_bytes(b"before the outage\n")
+
+        hub.proxy.down()
+        try:
+            time.sleep(3)  # longer than a server process trusts its last look at the store
+            t0 = time.monotonic()
+            with pytest.raises(OSError) as exc:
+                (m / "cold.bin").read_bytes()
+            assert exc.value.errno == errno.EIO, exc.value
+            with pytest.raises(OSError) as exc:
+                (vol / "notes.txt").write_bytes(b"during the outage\n")  # fails at close: nothing half-written
+            assert exc.value.errno == errno.EIO, exc.value
+            assert time.monotonic() - t0 < 30  # two calls, each told to give up after 2 s of retries
+            assert "cold.bin" in mounts.log("repo") and "notes.txt" in mounts.log("vol")
+            # The file's last handle goes away after close returned: the mount tries the upload once
+            # more, then keeps the bytes where a person finds them (the log says where).
+            kept = _wait_for(lambda: re.search(r"the bytes are kept in (\S+)", mounts.log("vol")), 30)
+            assert Path(kept.group(1)).read_bytes() == b"during the outage\n"
+            # What is already in the local cache still reads; listings need only the hub's database.
+            assert (m / "cached.bin").read_bytes() == files["cached.bin"]
+            assert sorted(os.listdir(m)) == sorted([".gitattributes", *files])
+        finally:
+            hub.proxy.up()
+        time.sleep(3)
+        assert (m / "cold.bin").read_bytes() == files["cold.bin"]
+        assert (vol / "notes.txt").read_bytes() == b"before the outage\n"
+        (vol / "notes.txt").write_bytes(b"after the outage\n")
+        assert requests.get(f"{hub.url}/api/volume/files/notes.txt", headers=auth(token),
+                            timeout=60).content == b"after the outage\n"
+    finally:
+        mounts.cleanup()
 
 
 # --- 2. PostgreSQL restarts under traffic ----------------------------------------------------------------

@@ -29,12 +29,13 @@ log = logging.getLogger("hub.mount")
 
 
 def retry_policy(patience: float) -> RetryPolicy:
-    """Tries spaced 0.5 s, 1 s, 2 s … 8 s apart until they add up to `patience` seconds."""
+    """Tries spaced 0.5 s, 1 s, 2 s … 8 s apart (or as Retry-After says) until the waits add up to
+    `patience` seconds."""
     attempts, waited = 1, 0.0
     while waited < patience:
         waited += min(8.0, 0.5 * 2 ** (attempts - 1))
         attempts += 1
-    return RetryPolicy(attempts=attempts, base=0.5, cap=8.0)
+    return RetryPolicy(attempts=attempts, base=0.5, cap=8.0, budget=patience)
 
 
 def _patience() -> float:
