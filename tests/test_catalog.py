@@ -143,3 +143,22 @@ def _empty_catalog(tmp_path):
     path = tmp_path / "empty.yaml"
     path.write_text("datasets: []\nmodels: []\n")
     return path
+
+
+def test_repos_without_catalog_metadata_are_listed_and_found_by_their_id(hub, unique) -> None:
+    # bob's repos have no catalog entry: a search matches their namespace and name; the private one
+    # is never listed for a visitor, neither in a search nor in the newest-first list.
+    bob = f"bob-{unique}"
+    api = hub.api(hub.cached_token(bob))
+    api.create_repo(f"{bob}/plain-weights")
+    api.create_repo(f"{bob}/secret-weights", private=True)
+
+    def listed(**params) -> str:
+        return requests.get(f"{hub.url}/models", params=params, timeout=30).text
+
+    assert f"{bob}/plain-weights" in listed(q=bob)
+    assert f"{bob}/plain-weights" in listed(q=f"{bob} plain")
+    assert f"{bob}/plain-weights" not in listed(q=f"{bob} secret")
+    assert f"{bob}/plain-weights" in listed(sort="updated")
+    for page in (listed(q=bob), listed(q=f"{bob} secret"), listed(sort="updated")):
+        assert "secret-weights" not in page

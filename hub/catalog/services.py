@@ -8,15 +8,27 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, fields
+from datetime import datetime
 
 import markdown
 import nh3
 from django.core.cache import cache
 from django.core.paginator import Page, Paginator
 from django.db import connection, transaction
-from django.db.models import BooleanField, Case, Count, ExpressionWrapper, F, Q, QuerySet, When, Window
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    F,
+    Q,
+    QuerySet,
+    When,
+    Window,
+)
 from django.db.models.functions import Lower
 
+from hub.accounts.models import Namespace
 from hub.catalog.models import CatalogEntry, CatalogFacet
 from hub.config import format_size
 from hub.errors import EntryNotFound, HubError
@@ -215,15 +227,18 @@ def _terms(q: str) -> list[str]:
 def _text_filter(q: str) -> Q | None:
     """Every word of `q` must match: the id, title, summary, tasks, languages, license. PostgreSQL
     matches words (and word prefixes, so 'imagen' finds ImageNet) through the GIN-indexed tsvector;
-    other engines match substrings. Repos without catalog metadata match by their id. Both sides are
-    subqueries of ids, so the outer query needs no join to the entries to filter."""
+    other engines match substrings. Repos without catalog metadata match by their id. The entries'
+    side is a subquery of ids, so the outer query needs no join to the entries to filter."""
     terms = _terms(q)
     if not terms:
         return None
     by_name = Q()
     for t in terms:
-        by_name &= Q(name__icontains=t) | Q(namespace__name__icontains=t)
-    bare = Repo.objects.filter(catalog__isnull=True).filter(by_name).values("pk")
+        by_name &= Q(name__icontains=t) | Q(namespace__in=Namespace.objects.filter(name__icontains=t).values("pk"))
+    # Matched on the outer query's rows behind a hashed "has no entry" test, and with no join, so the
+    # word match over the entries runs once: as a subquery of its own the name match ran on every repo
+    # and namespace first, and with a join PostgreSQL evaluated the entries' match twice.
+    bare = ~Q(pk__in=CatalogEntry.objects.values("repo_id")) & by_name
     if connection.vendor == "postgresql":
         from django.contrib.postgres.search import SearchQuery
 
@@ -233,7 +248,7 @@ def _text_filter(q: str) -> Q | None:
         matches = CatalogEntry.objects.all()
         for t in terms:
             matches = matches.filter(search_text__icontains=t)
-    return Q(pk__in=matches.values("repo_id")) | Q(pk__in=bare)
+    return Q(pk__in=matches.values("repo_id")) | bare
 
 
 def listing(user, query: Query) -> QuerySet[Repo]:
@@ -263,29 +278,74 @@ def listing(user, query: Query) -> QuerySet[Repo]:
     return qs.order_by(*SORTS[query.sort][1])
 
 
-def with_card_fields(qs: QuerySet[Repo]) -> QuerySet[Repo]:
-    """What a list shows of each repo: its namespace, its catalog entry (without the search
-    columns), whether it is mirrored, its size."""
-    return (qs.select_related("namespace", "catalog").defer("catalog__search_text", "catalog__search")
-            .annotate(mirrored=ExpressionWrapper(MIRRORED, output_field=BooleanField()), size=SIZE))
+@dataclass(frozen=True, slots=True)
+class CardRow:
+    """What a list shows of one repo, read as plain values: no model instances, no JSON columns
+    the card does not show."""
+
+    pk: int
+    type: str
+    namespace: str
+    name: str
+    private: bool
+    last_modified: datetime
+    downloads: int
+    entry: int | None  # the catalog entry's id; None for a repo without catalog metadata
+    title: str | None
+    summary: str | None
+    license: str | None
+    tasks: list[str] | None
+    modality: list[str] | None
+    parameters: str | None
+    mirrored: bool
+    size: int | None
+
+    @property
+    def repo_id(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def url(self) -> str:
+        return ("/datasets/" if self.type == Repo.DATASET else "/") + self.repo_id
+
+
+_CARD_COLUMNS = ("pk", "type", "namespace__name", "name", "private", "last_modified", "downloads", "catalog__id",
+                 "catalog__title", "catalog__summary", "catalog__license", "catalog__tasks", "catalog__modality",
+                 "catalog__parameters", "mirrored", "size")
+
+
+def card_rows(qs: QuerySet[Repo], limit: int | None = None) -> list[CardRow]:
+    """The cards of the repos of `qs`, in its order (at most `limit`)."""
+    rows = (qs.annotate(mirrored=ExpressionWrapper(MIRRORED, output_field=BooleanField()), size=SIZE)
+            .values_list(*_CARD_COLUMNS))
+    return [CardRow(*r) for r in (rows[:limit] if limit is not None else rows)]
 
 
 def search(user, query: Query, per_page: int = PER_PAGE) -> Page:
-    """One page of `listing()`; a page number past the end gives the last page. One query finds the
-    page's ids and the total (a window count); a second reads only those rows whole. Sorting
-    thousands of full rows, with their summaries, and counting them separately was most of a list
-    page's time."""
-    ordered = listing(user, query).annotate(total=Window(Count("pk")))
+    """One page of `listing()` as CardRows; a page number past the end gives the last page.
+
+    Without search words: a plain COUNT (an index walk) and the page's ids in the listing's order
+    (the indexes of migration 0004 serve the downloads and updated sorts, so only the page's rows are
+    read). With search words the text match is the cost, so it runs once: the page's ids and the
+    total come from one query with a window count over the matches. Then one query reads the page's
+    30 cards. A window count over all 7,000 rows of an unsearched list was most of its time."""
+    ordered = listing(user, query)
     number = query.page
-    rows = list(ordered.values_list("pk", "total")[(number - 1) * per_page:number * per_page])
-    if not rows and number > 1:  # past the end: the last page, as Paginator.get_page does
-        count = ordered.count()
-        number = max(1, -(-count // per_page))
-        rows = list(ordered.values_list("pk", "total")[(number - 1) * per_page:number * per_page])
+    if query.q and _terms(query.q):
+        counted = ordered.annotate(total=Window(Count("pk"))).values_list("pk", "total")
+        rows = list(counted[(number - 1) * per_page:number * per_page])
+        if not rows and number > 1:  # past the end: the last page, as Paginator.get_page does
+            number = max(1, -(-ordered.count() // per_page))
+            rows = list(counted[(number - 1) * per_page:number * per_page])
+        count = rows[0][1] if rows else 0
+        ids = [pk for pk, _ in rows]
+    else:
+        count = ordered.order_by().count()
+        number = max(1, min(number, -(-count // per_page)))
+        ids = list(ordered.values_list("pk", flat=True)[(number - 1) * per_page:number * per_page])
     paginator = Paginator([], per_page)
-    paginator.count = rows[0][1] if rows else 0  # a cached_property: set, it is never computed
-    ids = [pk for pk, _ in rows]
-    found = with_card_fields(Repo.objects.filter(pk__in=ids)).in_bulk(ids)
+    paginator.count = count  # a cached_property: set, it is never computed
+    found = {r.pk: r for r in card_rows(Repo.objects.filter(pk__in=ids))}
     return Page([found[i] for i in ids if i in found], number, paginator)
 
 
@@ -315,8 +375,8 @@ class HomeStats:
     models: int
     mirrored: int
     organisations: int
-    highlights: list[Repo]
-    ready: list[Repo]
+    highlights: list[CardRow]
+    ready: list[CardRow]
     tasks: dict[str, list[tuple[str, str, int]]]
     languages: list[tuple[str, str, int]]
 
@@ -324,14 +384,13 @@ class HomeStats:
 def home(user) -> HomeStats:
     visible = repos.visible_repos(user)
     counts = dict(visible.values_list("type").annotate(n=Count("id")).order_by())
-    base = with_card_fields(visible)
     wanted = Q()
     for t, repo_id in HIGHLIGHTS:
         ns, name = repo_id.split("/")
         wanted |= Q(type=t, namespace__name=ns, name=name)
     order = {k: i for i, k in enumerate(HIGHLIGHTS)}
-    highlights = sorted(base.filter(wanted), key=lambda r: order.get((r.type, r.repo_id), 99))
-    ready = list(base.filter(MIRRORED).order_by("-downloads", "-last_modified")[:6])
+    highlights = sorted(card_rows(visible.filter(wanted)), key=lambda r: order.get((r.type, r.repo_id), 99))
+    ready = card_rows(visible.filter(MIRRORED).order_by("-downloads", "-last_modified"), limit=6)
     orgs = visible.filter(catalog__isnull=False).values("namespace").distinct().count()
     datasets, models = facet_options(Repo.DATASET), facet_options(Repo.MODEL)
     return HomeStats(counts.get(Repo.DATASET, 0), counts.get(Repo.MODEL, 0), visible.filter(MIRRORED).count(),

@@ -6,6 +6,7 @@ from urllib.parse import urlencode
 from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from django.utils.timesince import timesince
 
 from hub.catalog.services import language_name
 from hub.config import format_size
@@ -62,3 +63,32 @@ def options(choices, selected: str, empty: str = ""):
     blank = format_html('<option value="">{}</option>', empty) if empty else mark_safe("")
     return blank + format_html_join(
         "", '<option value="{}"{}>{}{}</option>', ((v, mark_safe(sel), label, n) for v, label, n, sel in rows))
+
+
+@register.simple_tag
+def repo_card(r) -> str:
+    """One result card of a list (a services.CardRow). Built in Python: thirty included templates
+    were a third of a list page's time. "updated … ago" is computed at each render."""
+    badges = [format_html('<span class="badge private">private</span>')] if r.private else []
+    badges.append(format_html('<span class="badge ready">ready</span>') if r.mirrored else
+                  format_html('<span class="badge pending" title="Only the metadata is on this hub">not mirrored</span>'))
+    parts = [format_html('<div class="card">\n  <div class="title">\n    <a href="{}">{}</a>\n    {}\n  </div>',
+                         r.url, r.repo_id, mark_safe(" ".join(badges)))]
+    meta: list[str] = []
+    if r.entry is not None:
+        if r.title != r.name:
+            parts.append(format_html('  <div class="sub">{}</div>', r.title))
+        if r.summary:
+            parts.append(format_html('  <p class="summary">{}</p>', r.summary))
+        meta += [format_html('<span class="chip task">{}</span>', t) for t in (r.tasks or [])[:2]]
+        meta += [format_html('<span class="chip">{}</span>', m) for m in (r.modality or [])[:2]]
+        if r.license:
+            meta.append(format_html('<span class="chip lic">{}</span>', r.license))
+        if r.parameters:
+            meta.append(format_html('<span>{} params</span><span class="sep">·</span>', r.parameters))
+    if r.size is not None:
+        meta.append(format_html('<span>{}</span><span class="sep">·</span>', size(r.size)))
+    meta.append(format_html('<span>updated {} ago</span><span class="sep">·</span><span>{} downloads</span>',
+                            timesince(r.last_modified), count(r.downloads)))
+    parts.append(format_html('  <div class="meta">{}</div>\n</div>', mark_safe("\n    ".join(meta))))
+    return mark_safe("\n".join(parts))
