@@ -370,6 +370,87 @@ def test_mount_errors_are_one_line(hub, alice, bob, unique, tmp_path, mounts):
 
 # --- the volume ---------------------------------------------------------------------------------------
 
+# --- large files: streamed in blocks, hashed, then cached ------------------------------------------------
+
+
+class _OutOfOrderStore:
+    """A Fetcher's store for one file held in memory: every other request is slow, so parallel
+    read-ahead requests finish out of order, as they do from a real store."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read_range(self, src, start: int, end: int, sink) -> None:
+        from storage.mount.blocks import BLOCK, RUN
+
+        if (start // BLOCK // RUN) % 2 == 0:
+            time.sleep(0.05)
+        for pos in range(start, end, MiB):
+            sink(pos, memoryview(self.data)[pos:min(end, pos + MiB)])
+
+
+def _streamed(tmp_path: Path, data: bytes, sha256: str):
+    from storage.blobcache import BlobCache
+    from storage.mount.fetch import Fetcher, Source
+
+    fetcher = Fetcher(None, BlobCache(tmp_path / "cache", 1 << 30))
+    fetcher.read_range = _OutOfOrderStore(data).read_range
+    return fetcher, fetcher.stream(Source(sha256, len(data), "big.bin", "http://unused"))
+
+
+def _read_through(blob, size: int) -> bytes:
+    out = bytearray()
+    while len(out) < size:
+        out += blob.read(len(out), MiB)
+    return bytes(out)
+
+
+def test_a_large_file_is_hashed_from_memory_and_cached_when_its_sha256_matches(tmp_path, monkeypatch):
+    """Out-of-order read-ahead must not make the hash read blocks back from the part file (O_DIRECT
+    kept them out of the page cache: that is a second read of the file from the disk)."""
+    from storage.mount.blocks import StreamingBlob
+
+    data = os.urandom(160 * MiB + 12345)
+    sha = hashlib.sha256(data).hexdigest()
+    write = StreamingBlob._write
+    monkeypatch.setattr(StreamingBlob, "_write", lambda *a: time.sleep(0.1) or write(*a))  # a busy disk
+    fetcher, blob = _streamed(tmp_path, data, sha)
+    read_back = []
+    real_pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: read_back.append(n) or real_pread(fd, n, at))
+    try:
+        assert _read_through(blob, len(data)) == data
+        deadline = time.monotonic() + 20
+        while not blob.committed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert blob.committed and fetcher.cache.get(sha, len(data)) is not None
+        assert fetcher.cache.get(sha, len(data)).read_bytes() == data
+        assert read_back == []
+    finally:
+        fetcher.release(blob)
+        fetcher.close()
+
+
+def test_a_large_file_that_does_not_match_its_sha256_fails_its_readers_and_stays_out_of_the_cache(tmp_path):
+    from storage.client import IntegrityError
+
+    data = os.urandom(40 * MiB)
+    sha = hashlib.sha256(data).hexdigest()
+    corrupt = bytearray(data)
+    corrupt[30 * MiB] ^= 1
+    fetcher, blob = _streamed(tmp_path, bytes(corrupt), sha)
+    try:
+        with pytest.raises(IntegrityError):
+            for _ in range(200):  # reads are served as bytes arrive; the mismatch shows once all are in
+                _read_through(blob, len(data))
+                time.sleep(0.05)
+        assert fetcher.cache.get(sha, len(data)) is None
+        assert not list((tmp_path / "cache" / "blobs").rglob("*"))
+    finally:
+        fetcher.release(blob)
+        fetcher.close()
+
+
 @pytest.fixture
 def two_volume_mounts(hub, alice, unique, tmp_path, mounts) -> tuple[Path, Path]:
     """alice's volume mounted twice, as on two instances (each its own cache), at a fresh directory."""

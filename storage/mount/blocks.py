@@ -39,6 +39,7 @@ MiB = 1 << 20
 BLOCK = 8 * MiB
 READ_AHEAD = 8  # blocks fetched ahead of a sequential reader...
 RUN = 4  # ...up to this many in one request
+HASH_WINDOW = READ_AHEAD + RUN  # blocks past the hash whose buffers wait for it
 BUFFERS = 24  # page-aligned block buffers per mount process (192 MiB at most, reused)
 ALIGN = 4096  # O_DIRECT offsets, lengths and addresses
 
@@ -62,6 +63,11 @@ class BufferPool:
                 self.made += 1
                 return mmap.mmap(-1, BLOCK)
         return None
+
+    def spare(self) -> int:
+        """How many buffers get() could give now."""
+        with self.lock:
+            return len(self.free) + self.count - self.made
 
     def put(self, buf: mmap.mmap) -> None:
         with self.lock:
@@ -187,10 +193,21 @@ class StreamingBlob:
         self._fetch(i, 1, raise_errors=True)
 
     def _release_behind(self) -> None:
-        """(With cond held.) Gives back the buffers of blocks on disk that reads have left behind."""
+        """(With cond held.) Gives back the buffers of blocks on disk that reads have left behind
+        and that the hash has passed — or will not reach soon: a block given back before it is
+        hashed is read back from the part file, i.e. from the disk, as O_DIRECT kept it out of the
+        page cache. (Parallel runs finish out of order, so the hash often lags the reads by a few
+        blocks.)"""
         for i in [i for i in self.resident if self.on_disk[i] and (i + 2) * BLOCK <= self.frontier
-                  and i not in self.pinned]:
+                  and i not in self.pinned and not self._hash_soon(i)]:
             self.fetcher.buffers.put(self.resident.pop(i))
+
+    def _hash_soon(self, i: int) -> bool:
+        """Block i is not hashed yet, is within HASH_WINDOW blocks of where the hash is, and its
+        buffer is not needed: a block that finds no buffer goes through the page cache, which
+        costs more than reading one back."""
+        return (self.hashed < (i + 1) * BLOCK and i * BLOCK < self.hashed + HASH_WINDOW * BLOCK
+                and self.fetcher.buffers.spare() >= RUN)
 
     # --- fetching -----------------------------------------------------------------------------------
 
@@ -348,6 +365,8 @@ class StreamingBlob:
                         self.pinned.discard(i)
                         self._unbusy()
                 self.hashed = stop
+                with self.cond:
+                    self._release_behind()  # (the buffers that waited for the hash)
             done = self.hashed >= self.size and not self.finishing
             self.finishing = self.finishing or done
         finally:
@@ -379,6 +398,9 @@ class StreamingBlob:
                 pos = offset
             self.hash.update(chunk[pos - offset:])
             self.hashed = end
+            if end // BLOCK != pos // BLOCK:
+                with self.cond:
+                    self._release_behind()
             done = end >= self.size and not self.finishing
             self.finishing = self.finishing or done
         finally:
