@@ -278,6 +278,11 @@ def listing(user, query: Query) -> QuerySet[Repo]:
     return qs.order_by(*SORTS[query.sort][1])
 
 
+def web_path(repo_type: str, repo_id: str) -> str:
+    """Where a repo's page is: /datasets/ns/name for datasets, /ns/name for models (as upstream)."""
+    return ("/datasets/" if repo_type == Repo.DATASET else "/") + repo_id
+
+
 @dataclass(frozen=True, slots=True)
 class CardRow:
     """What a list shows of one repo, read as plain values: no model instances, no JSON columns
@@ -306,7 +311,7 @@ class CardRow:
 
     @property
     def url(self) -> str:
-        return ("/datasets/" if self.type == Repo.DATASET else "/") + self.repo_id
+        return web_path(self.type, self.repo_id)
 
 
 _CARD_COLUMNS = ("pk", "type", "namespace__name", "name", "private", "last_modified", "downloads", "catalog__id",

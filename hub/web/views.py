@@ -58,7 +58,7 @@ def _gate_open(request: HttpRequest, repo: Repo) -> bool:
 def _context(request: HttpRequest, repo: Repo, tab: str, **extra) -> dict:
     """What every tab of a repo page shows: the header, the catalog entry, whether it is mirrored,
     whether its files are open to the caller (gated repos need their conditions accepted)."""
-    web = ("/datasets/" if repo.type == Repo.DATASET else "/") + repo.repo_id
+    web = catalog.web_path(repo.type, repo.repo_id)
     entry = catalog.entry_of(repo)
     return {"repo": repo, "entry": entry, "tab": tab, "web": web, "mirrored": catalog.is_mirrored(repo),
             "gate_open": _gate_open(request, repo),
@@ -83,7 +83,7 @@ def repo_page(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResp
 @require_GET
 def tree(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: str = "") -> HttpResponse:
     repo = _repo(request, prefix, ns, name)
-    web = ("/datasets/" if prefix else "/") + repo.repo_id
+    web = catalog.web_path(repo.type, repo.repo_id)
     if request.GET.get("rev"):  # the revision picker (a plain GET form) names the revision in the query
         return redirect(f"{web}/tree/{request.GET['rev'].strip()}")
     commit = repos.resolve_revision(repo, rev)
@@ -107,7 +107,7 @@ def blob(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: 
     repo = _repo(request, prefix, ns, name)
     commit = repos.resolve_revision(repo, rev)
     entry = catalog.entry_at(repo, commit, path)
-    web = ("/datasets/" if prefix else "/") + repo.repo_id
+    web = catalog.web_path(repo.type, repo.repo_id)
     if entry.is_dir:
         return redirect(f"{web}/tree/{rev}/{path}")
     parts = path.split("/")
@@ -157,7 +157,7 @@ def accept_gate(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpRe
         return redirect(f"/accounts/login?next={request.path.removesuffix('/access')}")
     repos.do_accept_gate(actor_of(request), repo)
     messages.success(request, f"You accepted the conditions of {repo.repo_id}: its files are yours to download.")
-    return redirect(("/datasets/" if repo.type == Repo.DATASET else "/") + repo.repo_id)
+    return redirect(catalog.web_path(repo.type, repo.repo_id))
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
