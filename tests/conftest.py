@@ -41,6 +41,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def django_modules_after(code: str) -> str:
+    """Runs `code` in a fresh interpreter (no DJANGO_* settings) and returns the Django and hub
+    modules it left imported, comma-separated: "" for client code that must run without Django."""
+    probe = code + "\nimport sys\nprint(','.join(sorted(m for m in sys.modules if m == 'django' or m.startswith(('django.', 'hub.')))))\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
 def base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _SERVER_VARS}
     env["PYTHONPATH"] = str(ROOT)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, django_modules_after
 
 MiB = 2**20
 
@@ -187,15 +187,10 @@ def sample_repo() -> dict[str, bytes]:
 
 
 def test_the_mount_agent_imports_no_django():
-    code = ("import sys\n"
-            "import storage.mount.commands, storage.mount.agent, storage.mount.repofs, storage.mount.volumefs\n"
-            "import storage.mount.fetch, storage.mount.blocks, storage.mount.system, storage.blobcache\n"
-            "storage.mount.commands.build_parser()\n"
-            "print(','.join(sorted(m for m in sys.modules if m == 'django' or m.startswith(('django.', 'hub.')))))\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == ""
+    assert django_modules_after(
+        "import storage.mount.commands, storage.mount.agent, storage.mount.repofs, storage.mount.volumefs\n"
+        "import storage.mount.fetch, storage.mount.blocks, storage.mount.system, storage.blobcache\n"
+        "storage.mount.commands.build_parser()") == ""
 
 
 # --- repos: read-only, pinned, cached -----------------------------------------------------------------
