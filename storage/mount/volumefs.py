@@ -12,7 +12,9 @@
   their calls. chmod, chown and utimens are accepted and ignored (the volume keeps no modes).
 * Listings come in pages of 1,000 and are kept LISTING_TTL seconds (the kernel's attribute and
   entry timeouts are the same), so `ls -l` of a large directory costs a few requests, and what
-  another instance wrote shows up here within that time — and at once for an open().
+  another instance wrote shows up here within that time — and at once for an open(). A walk that
+  outlasts the TTL (`ls -l` of 10,000 entries does 10,000 lookups) would then cost one request per
+  entry; once a stale listing has been asked WALK_ASKS times per page, it is listed again instead.
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ log = logging.getLogger("hub.mount")
 
 LISTING_TTL = 1.0
 LS_PAGE = 1000
+WALK_ASKS = 8  # lookups into a stale listing, per page of it, before the whole listing is fetched again
 QUOTA_TTL = 30.0
 
 
@@ -67,10 +70,20 @@ class Entry:
         return cls(is_dir, 0 if is_dir else e["size"], e.get("etag"), mtime)
 
 
-@dataclass
+@dataclass(slots=True)
 class Listing:
     entries: dict[str, Entry]
     at: float
+    stale_asks: int = 0  # lookups answered by the hub one by one since this listing went stale
+    refreshing: bool = False
+
+    def worth_refreshing(self) -> bool:
+        """Whether the lookups seen since this listing went stale say a walk is going on (caller holds mu)."""
+        pages = len(self.entries) // LS_PAGE + 1
+        if self.refreshing or self.stale_asks < WALK_ASKS * pages:
+            return False
+        self.refreshing = True
+        return True
 
 
 @dataclass
@@ -134,6 +147,7 @@ class VolumeOps(Operations):
         self.served: dict[str, str] = {}  # path -> sha256 the kernel may hold pages of
         self._ids = count(1)
         self._quota: tuple[dict, float] | None = None
+        self.requests = {"listing_pages": 0, "stat_requests": 0}  # metadata asked of the hub (user.hub.stats)
         spool.mkdir(parents=True, exist_ok=True)
 
     def init_with_config(self, conn, config) -> None:
@@ -159,7 +173,7 @@ class VolumeOps(Operations):
                         len(left), ", ".join(left[:10]))
         for s in states:
             self._drop_spool(s)
-        log.info("unmounted; %s", json.dumps(self.fetcher.counters.as_dict()))
+        log.info("unmounted; %s", json.dumps(self.fetcher.counters.as_dict() | self.requests))
         self.fetcher.close()
 
     # --- metadata -----------------------------------------------------------------------------------
@@ -172,9 +186,16 @@ class VolumeOps(Operations):
             if cached is not None and time.monotonic() - cached.at <= max_age:
                 return cached.entries
         started = time.monotonic()
-        entries = {e["name"]: Entry.from_api(e) for e in volume.ls(self.client, rel, limit=LS_PAGE)}
+        try:
+            entries = {e["name"]: Entry.from_api(e) for e in volume.ls(self.client, rel, limit=LS_PAGE)}
+        finally:
+            with self.mu:
+                old = self.listings.get(rel)
+                if old is not None:
+                    old.refreshing = False
         with self.mu:
             self.listings[rel] = Listing(entries, started)
+            self.requests["listing_pages"] += len(entries) // LS_PAGE + 1
         return entries
 
     def _entry(self, rel: str, *, fresh: bool = False) -> Entry | None:
@@ -183,6 +204,7 @@ class VolumeOps(Operations):
         if not rel:
             return Entry(True)
         now = time.monotonic()
+        walk = False
         with self.mu:
             st = self.states.get(rel)
             if st is not None and not st.unlinked:
@@ -194,6 +216,16 @@ class VolumeOps(Operations):
                 single = self.singles.get(rel)
                 if single is not None and single[0] is not None and now - single[1] <= self.ttl:
                     return single[0]  # (a name found missing is asked for again: it may appear any time)
+                if listing is not None:
+                    walk = listing.worth_refreshing()
+                    listing.stale_asks += 1
+        if walk:
+            try:
+                return self._listing(_parent(rel), max_age=0).get(_name(rel))
+            except NotFoundError:
+                pass  # the directory itself went away: the stat below says what is there now
+        with self.mu:
+            self.requests["stat_requests"] += 1
         try:
             entry: Entry | None = Entry.from_api(volume.stat(self.client, rel))
         except NotFoundError:
@@ -276,7 +308,9 @@ class VolumeOps(Operations):
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
         rel = _rel(path)
         if name == "user.hub.stats" and not rel:
-            return json.dumps(self.fetcher.counters.as_dict()).encode()
+            with self.mu:
+                asked = dict(self.requests)
+            return json.dumps(self.fetcher.counters.as_dict() | asked).encode()
         e = self._must(rel)
         if name == "user.hub.sha256" and not e.is_dir and e.sha256:
             return e.sha256.encode()
