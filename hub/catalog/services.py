@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -14,15 +15,17 @@ import markdown
 import nh3
 from django.core.cache import cache
 from django.core.paginator import Page, Paginator
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.db.models import (
     BooleanField,
     Case,
     Count,
     ExpressionWrapper,
     F,
+    OuterRef,
     Q,
     QuerySet,
+    Subquery,
     When,
     Window,
 )
@@ -314,16 +317,60 @@ class CardRow:
         return web_path(self.type, self.repo_id)
 
 
-_CARD_COLUMNS = ("pk", "type", "namespace__name", "name", "private", "last_modified", "downloads", "catalog__id",
+_CARD_COLUMNS = ("pk", "type", "ns", "name", "private", "last_modified", "downloads", "catalog__id",
                  "catalog__title", "catalog__summary", "catalog__license", "catalog__tasks", "catalog__modality",
                  "catalog__parameters", "mirrored", "size")
 
 
+def _with_card_columns(qs: QuerySet[Repo]) -> QuerySet:
+    # The namespace's name by a subquery per row, not a join: for a page of rows PostgreSQL hashed
+    # the whole namespace table (4,650 rows: 1 ms of a 1.3 ms query) rather than look 30 names up.
+    ns = Subquery(Namespace.objects.filter(pk=OuterRef("namespace_id")).values("name")[:1])
+    return (qs.annotate(ns=ns, mirrored=ExpressionWrapper(MIRRORED, output_field=BooleanField()), size=SIZE)
+            .values_list(*_CARD_COLUMNS))
+
+
 def card_rows(qs: QuerySet[Repo], limit: int | None = None) -> list[CardRow]:
     """The cards of the repos of `qs`, in its order (at most `limit`)."""
-    rows = (qs.annotate(mirrored=ExpressionWrapper(MIRRORED, output_field=BooleanField()), size=SIZE)
-            .values_list(*_CARD_COLUMNS))
+    rows = _with_card_columns(qs)
     return [CardRow(*r) for r in (rows[:limit] if limit is not None else rows)]
+
+
+_MARK = -(10**9)  # stands for the n-th id in the compiled query (no repo has a negative id)
+_CARDS_BY_ID: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per database connection
+
+
+def cards_by_id(ids: list[int]) -> list[CardRow]:
+    """The cards of up to PER_PAGE repos by id, in that order: `card_rows` with the SQL compiled
+    once per database connection instead of on every list page (compiling it was a third of the
+    query's time); ids fill the compiled statement's id slots, padded with one that matches nothing."""
+    if not ids:
+        return []
+    if len(ids) > PER_PAGE:
+        found = {r.pk: r for r in card_rows(Repo.objects.filter(pk__in=ids))}
+        return [found[i] for i in ids if i in found]
+    conn = connections[Repo.objects.db]
+    compiled = _CARDS_BY_ID.get(conn)
+    if compiled is None:
+        marks = [_MARK - i for i in range(PER_PAGE)]
+        qs = _with_card_columns(Repo.objects.filter(pk__in=marks))
+        compiler = qs.query.get_compiler(connection=conn)
+        sql, params = compiler.as_sql()
+        slots = [i for i, p in enumerate(params) if isinstance(p, int) and _MARK - PER_PAGE < p <= _MARK]
+        assert len(slots) == PER_PAGE, "the compiled card query lost its id slots"
+        converters = compiler.get_converters([s[0] for s in compiler.select[:compiler.col_count]])
+        compiled = _CARDS_BY_ID[conn] = (sql, list(params), slots, compiler, converters)
+    sql, params, slots, compiler, converters = compiled
+    params = list(params)
+    for slot, i in zip(slots, itertools.chain(ids, itertools.repeat(0)), strict=False):
+        params[slot] = i
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if converters:
+        rows = compiler.apply_converters(rows, converters)
+    found = {r[0]: CardRow(*r) for r in rows}
+    return [found[i] for i in ids if i in found]
 
 
 def search(user, query: Query, per_page: int = PER_PAGE) -> Page:
@@ -350,8 +397,7 @@ def search(user, query: Query, per_page: int = PER_PAGE) -> Page:
         ids = list(ordered.values_list("pk", flat=True)[(number - 1) * per_page:number * per_page])
     paginator = Paginator([], per_page)
     paginator.count = count  # a cached_property: set, it is never computed
-    found = {r.pk: r for r in card_rows(Repo.objects.filter(pk__in=ids))}
-    return Page([found[i] for i in ids if i in found], number, paginator)
+    return Page(cards_by_id(ids), number, paginator)
 
 
 def facet_options(repo_type: str) -> dict[str, list[tuple[str, str, int]]]:
