@@ -253,7 +253,9 @@ def test_it_resumes_a_push_killed_with_sigkill(hub, alice, unique, tmp_path):
     oid = hashlib.sha256(data).hexdigest()
     repo = f"alice/push-resume-{unique}"
     env = client_env(hub, alice, tmp_path)
-    proc = subprocess.Popen([*hub_cmd(), "push", str(src), repo, "--limit-rate", "4M", "--workers", "2"],
+    # 2 MiB/s: the first two parts land after ~8 s, the next two ~8 s later; the watch below has that
+    # long to see 2 or 3 (at 4 MiB/s a loaded box once let the whole push finish unseen).
+    proc = subprocess.Popen([*hub_cmd(), "push", str(src), repo, "--limit-rate", "2M", "--workers", "2"],
                             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # Watch the hub's upload session (the LFS batch hands the same session to the same user and bytes).
     deadline = time.time() + 60
