@@ -7,8 +7,7 @@ consecutive blocks per request (a store's per-request cost is tens of millisecon
 
 Bytes arrive in page-aligned buffers taken from a small pool (BufferPool), are hashed as they come
 when they follow what is hashed, are served to readers from the buffer, and are written to a part
-file in the cache's tmp/ with O_DIRECT by the fetcher's writer threads (the thread that received a
-block goes on receiving; the buffer is given back once written). Measured on this kind of VM, filling fresh page cache costs
+file in the cache's tmp/ with O_DIRECT. Measured on this kind of VM, filling fresh page cache costs
 ~2 s of CPU per GiB, 7× what receiving the bytes does: O_DIRECT writes from reused buffers skip it
 (the kernel's own cache of the mounted file is filled once, by FUSE). When no buffer is free, or
 the filesystem refuses O_DIRECT, a block goes through the page cache like any write.
@@ -304,27 +303,10 @@ class StreamingBlob:
             self.errors.pop(i, None)
             self.cond.notify_all()
         if buf is not None:
-            with self.cond:
-                self.busy += 1  # the descriptors stay open until the write is done
-            try:
-                self.fetcher.writers.submit(self._write_later, i, buf)
-            except RuntimeError:  # the fetcher is closing: write here
-                self._write_later(i, buf)
+            self._write(i, buf)
         else:
             self._on_disk(i)
         self._advance_hash()
-
-    def _write_later(self, i: int, buf: mmap.mmap) -> None:
-        """Block i into the part file (a writer thread). A block that cannot be written (the cache's
-        disk is full) keeps its buffer and is served from it; the file then never enters the cache."""
-        try:
-            self._write(i, buf)
-        except OSError as err:
-            log.warning("could not write %s into the cache (%s): it is read from memory and not kept",
-                        self.src.label, err)
-        finally:
-            with self.cond:
-                self._unbusy()
 
     def _write(self, i: int, buf: mmap.mmap) -> None:
         start = i * BLOCK

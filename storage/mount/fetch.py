@@ -33,7 +33,6 @@ log = logging.getLogger("hub.mount")
 WHOLE_FILE = 2 * BLOCK  # below this a file is fetched whole, at open
 IDLE_STREAMS = 4  # large files kept with their part files after their last close
 LOCK_WAIT = 120.0  # seconds to wait for another process fetching the same blob, then fetch anyway
-WRITERS = 4  # threads writing large files' blocks into the cache
 URL_REUSE = 300.0  # seconds a redirect target (a presigned store URL) is reused without asking again
 
 
@@ -80,9 +79,6 @@ class Fetcher:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hub-block")
         self.buffers = BufferPool()
         self.prefetch_pool = ThreadPoolExecutor(max_workers=prefetch_workers, thread_name_prefix="hub-prefetch")
-        # Cache writes of large files' blocks (blocks.py): a receiving thread hands its block over
-        # and goes on receiving; this disk does 8 MiB O_DIRECT writes 2.5x faster four at a time.
-        self.writers = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="hub-write")
         self._prefetch_slots = threading.BoundedSemaphore(prefetch_workers * 4)
         self._mu = threading.Lock()
         self._inflight: dict[str, Future] = {}
@@ -355,7 +351,6 @@ class Fetcher:
             b.close()
         self.prefetch_pool.shutdown(wait=False, cancel_futures=True)
         self.pool.shutdown(wait=False, cancel_futures=True)
-        self.writers.shutdown(wait=False)  # (the writes queued finish: each holds its blob's descriptors)
 
 
 _buffers = threading.local()
