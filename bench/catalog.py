@@ -38,6 +38,9 @@ from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.result import report  # noqa: E402
+
 SEED = 1234
 
 SCENARIOS: list[tuple[str, list[str]]] = [
@@ -224,6 +227,11 @@ def print_results(args, results, cache_seconds: int) -> None:
     for name, _ in SCENARIOS:
         times, rps = best[name]
         print(f"{name:32} {pct(times, .5):8.2f} {pct(times, .95):8.2f} {rps:8.0f} {rps / trivial:10.2f}x")
+    cached = "page cache on" if cache_seconds else "uncached"
+    for name, _ in SCENARIOS[1:]:
+        times, rps = best[name]
+        report("catalog", f"{name}, {args.vendor}, {cached} / trivial view (req/s)", ratio=rps / trivial, target=0.5,
+               detail=f"{rps:.0f} vs {trivial:.0f} req/s; p50 {pct(times, .5):.2f} ms, p95 {pct(times, .95):.2f} ms")
     all_rounds = {name: [r for _, n, _, r in results if n == name] for name, _ in SCENARIOS}
     print("\nreq/s of every round: " + "; ".join(f"{n}: {', '.join(f'{r:.0f}' for r in rs)}"
                                                  for n, rs in all_rounds.items()))

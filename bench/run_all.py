@@ -22,6 +22,8 @@ BENCHES = [
      "bench/pull_vs_boto3.py --files 200 --big 128MiB --runs 1"),
     ("mount", "bench/mount.py", "bench/mount.py --quick"),
     ("catalog", "bench/catalog.py", "bench/catalog.py --repos 2000"),
+    ("catalog_pg", "bench/catalog.py --database-url postgresql://postgres@127.0.0.1:5432/catalog_bench",
+     "bench/catalog.py --repos 2000 --database-url postgresql://postgres@127.0.0.1:5432/catalog_bench"),
     ("mirror", "bench/mirror.py", "bench/mirror.py --quick"),
     ("tree_scale", "bench/tree_scale.py --files 1000000 --database-url "
                    "postgresql://postgres@127.0.0.1:5432/tree_scale_bench",
@@ -46,28 +48,54 @@ def run(name: str, command: str, logs: Path) -> tuple[list[dict], str]:
     return results, status
 
 
-def table(rows: list[tuple[str, str, list[dict], str]]) -> str:
+def table(rows: list[tuple[str, str, list[dict], str]], earlier: dict[str, list[str]]) -> str:
+    """The results block: a row per measured case of the benchmarks run now, and the rows of the
+    others as the last table had them (`--only` re-runs some and keeps the rest)."""
     when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     lines = [START, "",
-             f"Last `bench/run`: {when}, {os.cpu_count()} CPUs (client, hub and store share them). Ratio = ours "
+             f"Written by `bench/run` ({when}), {os.cpu_count()} CPUs (client, hub and store share them). Ratio = ours "
              "relative to the baseline measured in the same run (higher is better).", "",
-             "| benchmark | case | ratio | target | met | measured | command |", "|---|---|---|---|---|---|---|"]
-    for name, command, results, status in rows:
+             "| benchmark | case | ratio | target | met | measured | when | command |", "|---|---|---|---|---|---|---|---|"]
+    ran = {name: (command, results, status) for name, command, results, status in rows}
+    for name, _, _ in BENCHES:
+        if name not in ran:
+            lines += earlier.get(name, [])
+            continue
+        command, results, status = ran[name]
         if not results:
-            lines.append(f"| {name} | — | — | — | — | no result ({status}) | `{command}` |")
+            lines.append(f"| {name} | — | — | — | — | no result ({status}) | {when} | `{command}` |")
         for r in results:
             ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}×"
             target = "—" if r["target"] is None else f"≥ {r['target']}×"
             met = "—" if r["target"] is None or r["ratio"] is None else ("yes" if r["ratio"] >= r["target"] else "no")
-            lines.append(f"| {name} | {r['case']} | {ratio} | {target} | {met} | {r['detail']} | `{command}` |")
+            lines.append(f"| {name} | {r['case']} | {ratio} | {target} | {met} | {r['detail']} | {when} | `{command}` |")
     lines += ["", END]
     return "\n".join(lines)
+
+
+def earlier_rows(block: str) -> dict[str, list[str]]:
+    """The rows of the last results table, by benchmark (rows of a table without the `when` column
+    get the one it names in its heading, so every kept row still says when it was measured)."""
+    when = ""
+    for line in block.splitlines():
+        if line.startswith(("Last `bench/run`: ", "Written by `bench/run` (")):
+            when = line.split(": ", 1)[-1].split(",")[0].strip("() ") if line.startswith("Last") else \
+                line.split("(", 1)[1].split(")")[0]
+    out: dict[str, list[str]] = {}
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("| ") or cells[0] in ("benchmark", "") or set(cells[0]) <= {"-"}:
+            continue
+        if len(cells) == 7:  # (no `when` column yet)
+            cells.insert(6, when)
+        out.setdefault(cells[0], []).append("| " + " | ".join(cells) + " |")
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run; ratios are not comparable)")
-    ap.add_argument("--only", nargs="*", help="run only these benchmarks")
+    ap.add_argument("--only", nargs="*", help="run only these benchmarks (the table keeps the others' rows)")
     args = ap.parse_args()
     logs = ROOT / "bench" / "logs"
     logs.mkdir(exist_ok=True)
@@ -86,7 +114,8 @@ def main() -> None:
         rows.append((name, command, results, status))
     readme = ROOT / "bench" / "README.md"
     text = readme.read_text()
-    block = table(rows)
+    old = text[text.index(START):text.index(END)] if START in text and END in text else ""
+    block = table(rows, earlier_rows(old))
     if START in text and END in text:
         text = text[:text.index(START)] + block + text[text.index(END) + len(END):]
     else:
