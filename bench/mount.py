@@ -72,6 +72,21 @@ def read_all(path: Path) -> int:
     return n
 
 
+def read_all_watched(path: Path, stalls: list[tuple[float, int]]) -> int:
+    """read_all, noting each read that took over 0.5 s: (seconds, offset)."""
+    n = 0
+    with open(path, "rb", buffering=0) as fh:
+        while True:
+            t = time.perf_counter()
+            chunk = fh.read(CHUNK)
+            took = time.perf_counter() - t
+            if took > 0.5:
+                stalls.append((took, n))
+            if not chunk:
+                return n
+            n += len(chunk)
+
+
 def disk_io() -> tuple[int, int, int]:
     """MiB read, MiB written and milliseconds busy so far, over the machine's disks."""
     disks = [d for d in os.listdir("/sys/block") if not d.startswith(("loop", "ram", "zram"))]
@@ -157,12 +172,17 @@ def main() -> None:
             mount(hub, token, "datasets/bench/big", point, tmp / f"cache-big{n}", tmp / f"mount-big{n}.log")
             drop_page_cache()
             before = disk_io()
-            t_cold = timed(read_all, point / "big.bin")
+            stalls: list[tuple[float, int]] = []
+            t_cold = timed(read_all_watched, point / "big.bin", stalls)
             cold_disk = disk_work(before)
             ratios.append(t_boto_big / t_cold)
             print(f"1 file of {mb:.0f} MiB: boto3 {t_boto_big:.2f} s ({mb / t_boto_big:.0f} MiB/s; {boto_disk}) | "
                   f"mount cold {t_cold:.2f} s ({mb / t_cold:.0f} MiB/s; {cold_disk}) | ratio {ratios[-1]:.2f} | "
                   f"load {os.getloadavg()[0]:.1f}", flush=True)
+            if stalls:  # a read that waited this long is a stall, not throughput: say where, with the mount's log
+                print("  reads over 0.5 s: " + ", ".join(f"{t:.2f} s at {o >> 20} MiB" for t, o in stalls), flush=True)
+                log_tail = (tmp / f"mount-big{n}.log").read_text().splitlines()[-20:]
+                print("  mount log:\n    " + "\n    ".join(log_tail), file=sys.stderr, flush=True)
             if n == 0:
                 t_warm = timed(read_all, point / "big.bin")
                 print(f"  warm {t_warm:.2f} s ({mb / t_warm:.0f} MiB/s)", flush=True)

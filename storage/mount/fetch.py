@@ -166,7 +166,10 @@ class Fetcher:
                 failures += 1
                 if failures >= MOUNT_RETRY.attempts or self.closed:
                     raise TransportError(f"reading {src.label} kept failing: {err}", code="ConnectionError") from err
-                time.sleep(MOUNT_RETRY.delay(failures - 1))
+                wait = MOUNT_RETRY.delay(failures - 1)
+                log.info("reading %s bytes %d-%d failed (%s); again from byte %d in %.1f s",
+                         src.label, start, end - 1, err, pos, wait)
+                time.sleep(wait)
         self.counters.add(bytes_fetched=end - start)
 
     # --- whole files ----------------------------------------------------------------------------------
