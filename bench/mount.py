@@ -179,6 +179,10 @@ def main() -> None:
             print(f"1 file of {mb:.0f} MiB: boto3 {t_boto_big:.2f} s ({mb / t_boto_big:.0f} MiB/s; {boto_disk}) | "
                   f"mount cold {t_cold:.2f} s ({mb / t_cold:.0f} MiB/s; {cold_disk}) | ratio {ratios[-1]:.2f} | "
                   f"load {os.getloadavg()[0]:.1f}", flush=True)
+            try:
+                print(f"  mount counters: {os.getxattr(point, 'user.hub.stats').decode()}", flush=True)
+            except OSError:
+                pass
             if stalls:  # a read that waited this long is a stall, not throughput: say where, with the mount's log
                 print("  reads over 0.5 s: " + ", ".join(f"{t:.2f} s at {o >> 20} MiB" for t, o in stalls), flush=True)
                 log_tail = (tmp / f"mount-big{n}.log").read_text().splitlines()[-20:]

@@ -259,6 +259,7 @@ class StreamingBlob:
                     buf = self.fetcher.buffers.get() if self.dfd >= 0 else None
                     if buf is None:
                         no_buffer.add(i)
+                        self.fetcher.counters.add(unbuffered_blocks=1)
                     else:
                         with self.cond:
                             self.filling[i] = buf

@@ -56,6 +56,7 @@ class Counters:
     bytes_fetched: int = 0
     cache_hits: int = 0
     prefetched: int = 0
+    unbuffered_blocks: int = 0  # large files' blocks that found no free buffer: written through the page cache
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, **counts: int) -> None:
@@ -66,7 +67,8 @@ class Counters:
     def as_dict(self) -> dict:
         with self.lock:
             return {"files_fetched": self.files_fetched, "bytes_fetched": self.bytes_fetched,
-                    "cache_hits": self.cache_hits, "prefetched": self.prefetched}
+                    "cache_hits": self.cache_hits, "prefetched": self.prefetched,
+                    "unbuffered_blocks": self.unbuffered_blocks}
 
 
 class Fetcher:
