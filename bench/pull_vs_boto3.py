@@ -159,7 +159,8 @@ def main() -> None:
                   f"MiB/s) | hub pull {h:.2f} s ({total / 2**20 / h:.0f} MiB/s) | snapshot_download {sd:.2f} s "
                   f"({total / 2**20 / sd:.0f} MiB/s) | hub/boto3 {b / h:.2f}x | hub/snapshot_download {sd / h:.2f}x",
                   flush=True)
-            label = "2,000 × 64 KiB" if name == "many-small" else "one 1 GiB file"
+            # (the sizes this run used: --files and --big change them)
+            label = f"{args.files:,} × 64 KiB" if name == "many-small" else f"one {total / 2**30:g} GiB file"
             detail = f"boto3 {b:.2f} s, hub pull {h:.2f} s, snapshot_download {sd:.2f} s"
             report("pull_vs_boto3", f"{label}: hub pull / boto3", ratio=b / h, target=0.9, detail=detail)
             if name == "one-big":
