@@ -61,6 +61,16 @@ def start_hub(tmp: Path):
     return hub, rgw, f"hub-bench-{suffix}", stop
 
 
+def settle() -> None:
+    """Each side starts from the same state: what the one before wrote is flushed (else the next one
+    pays for its writeback) and the page cache dropped (the store reads from disk for every side)."""
+    subprocess.run(["sync"], check=False)
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        pass  # not root: flushed, at least
+
+
 def keys_of(client: HubClient, repo_id: str) -> list[tuple[str, int]]:
     out = []
     for page in client.manifest("dataset", repo_id):
@@ -144,6 +154,7 @@ def main() -> None:
             for run in range(args.runs):
                 for label in times:
                     dest = tmp / f"out-{name}-{label.replace(' ', '')}-{run}"
+                    settle()
                     t = time.perf_counter()
                     if label == "boto3":
                         baseline(s3, bucket, keys, dest)
