@@ -99,9 +99,21 @@ def disk_io() -> tuple[int, int, int]:
     return r, w, busy
 
 
-def disk_work(before: tuple[int, int, int]) -> str:
+def cpu_times() -> list[int]:
+    """The machine's CPU ticks so far: user, nice, system, idle, iowait, irq, softirq, steal."""
+    with open("/proc/stat") as fh:
+        return [int(x) for x in fh.readline().split()[1:9]]
+
+
+def disk_work(before: tuple[int, int, int], cpu_before: list[int] | None = None) -> str:
     r, w, busy = (b - a for a, b in zip(before, disk_io(), strict=True))
-    return f"disk read {r} MiB, wrote {w} MiB, busy {busy / 1000:.1f} s"
+    out = f"disk read {r} MiB, wrote {w} MiB, busy {busy / 1000:.1f} s"
+    if cpu_before is not None:  # where the two CPUs' time went meanwhile (steal: taken by the host)
+        d = [b - a for a, b in zip(cpu_before, cpu_times(), strict=True)]
+        hz = os.sysconf("SC_CLK_TCK")
+        out += (f"; cpu user {(d[0] + d[1]) / hz:.1f} s, sys {(d[2] + d[5] + d[6]) / hz:.1f} s, "
+                f"idle {d[3] / hz:.1f} s, iowait {d[4] / hz:.1f} s, steal {d[7] / hz:.1f} s")
+    return out
 
 
 def timed(fn, *args) -> float:
@@ -164,17 +176,17 @@ def main() -> None:
         ratios: list[float] = []
         for n in range(args.repeat):
             drop_page_cache()
-            before = disk_io()
+            before, cpu = disk_io(), cpu_times()
             t_boto_big = timed(boto3_big)
-            boto_disk = disk_work(before)
+            boto_disk = disk_work(before, cpu)
             point = tmp / f"m-big{n}"
             points.append(point)
             mount(hub, token, "datasets/bench/big", point, tmp / f"cache-big{n}", tmp / f"mount-big{n}.log")
             drop_page_cache()
-            before = disk_io()
+            before, cpu = disk_io(), cpu_times()
             stalls: list[tuple[float, int]] = []
             t_cold = timed(read_all_watched, point / "big.bin", stalls)
-            cold_disk = disk_work(before)
+            cold_disk = disk_work(before, cpu)
             ratios.append(t_boto_big / t_cold)
             print(f"1 file of {mb:.0f} MiB: boto3 {t_boto_big:.2f} s ({mb / t_boto_big:.0f} MiB/s; {boto_disk}) | "
                   f"mount cold {t_cold:.2f} s ({mb / t_cold:.0f} MiB/s; {cold_disk}) | ratio {ratios[-1]:.2f} | "
