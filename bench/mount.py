@@ -30,21 +30,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.pull_vs_boto3 import keys_of, start_hub  # noqa: E402
+from bench.pull_vs_boto3 import drop_page_cache, keys_of, start_hub  # noqa: E402
 from bench.result import report  # noqa: E402
 from storage.client import HubClient  # noqa: E402
 from storage.push import push  # noqa: E402
 from storage.transfer import parse_size  # noqa: E402
 
 CHUNK = 4 << 20
-
-
-def drop_page_cache() -> None:
-    try:
-        subprocess.run(["sync"], check=False)
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    except OSError:
-        pass  # not root: the cold case then still has an empty hub cache and a fresh mount
 
 
 def client_env(hub, token: str, cache: Path) -> dict[str, str]:
@@ -64,23 +56,15 @@ def umount(point: Path) -> None:
     subprocess.run(["fusermount3", "-u", "-z", str(point)], capture_output=True)
 
 
-def read_all(path: Path) -> int:
-    n = 0
-    with open(path, "rb", buffering=0) as fh:
-        while chunk := fh.read(CHUNK):
-            n += len(chunk)
-    return n
-
-
-def read_all_watched(path: Path, stalls: list[tuple[float, int]]) -> int:
-    """read_all, noting each read that took over 0.5 s: (seconds, offset)."""
+def read_all(path: Path, stalls: list[tuple[float, int]] | None = None) -> int:
+    """Reads the file through, in CHUNK reads; each read that took over 0.5 s goes into `stalls`
+    (seconds, offset) when a list is given."""
     n = 0
     with open(path, "rb", buffering=0) as fh:
         while True:
             t = time.perf_counter()
             chunk = fh.read(CHUNK)
-            took = time.perf_counter() - t
-            if took > 0.5:
+            if stalls is not None and (took := time.perf_counter() - t) > 0.5:
                 stalls.append((took, n))
             if not chunk:
                 return n
@@ -185,7 +169,7 @@ def main() -> None:
             drop_page_cache()
             before, cpu = disk_io(), cpu_times()
             stalls: list[tuple[float, int]] = []
-            t_cold = timed(read_all_watched, point / "big.bin", stalls)
+            t_cold = timed(read_all, point / "big.bin", stalls)
             cold_disk = disk_work(before, cpu)
             ratios.append(t_boto_big / t_cold)
             print(f"1 file of {mb:.0f} MiB: boto3 {t_boto_big:.2f} s ({mb / t_boto_big:.0f} MiB/s; {boto_disk}) | "

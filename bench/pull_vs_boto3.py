@@ -61,7 +61,7 @@ def start_hub(tmp: Path):
     return hub, rgw, f"hub-bench-{suffix}", stop
 
 
-def settle() -> None:
+def drop_page_cache() -> None:
     """Each side starts from the same state: what the one before wrote is flushed (else the next one
     pays for its writeback) and the page cache dropped (the store reads from disk for every side)."""
     subprocess.run(["sync"], check=False)
@@ -154,7 +154,7 @@ def main() -> None:
             for run in range(args.runs):
                 for label in times:
                     dest = tmp / f"out-{name}-{label.replace(' ', '')}-{run}"
-                    settle()
+                    drop_page_cache()
                     t = time.perf_counter()
                     if label == "boto3":
                         baseline(s3, bucket, keys, dest)
@@ -171,7 +171,7 @@ def main() -> None:
                   f"({total / 2**20 / sd:.0f} MiB/s) | hub/boto3 {b / h:.2f}x | hub/snapshot_download {sd / h:.2f}x",
                   flush=True)
             # (the sizes this run used: --files and --big change them)
-            label = f"{args.files:,} × 64 KiB" if name == "many-small" else f"one {total / 2**30:g} GiB file"
+            label = f"{args.files:,} × 64 KiB" if name == "many-small" else f"one {args.big} file"
             detail = f"boto3 {b:.2f} s, hub pull {h:.2f} s, snapshot_download {sd:.2f} s"
             report("pull_vs_boto3", f"{label}: hub pull / boto3", ratio=b / h, target=0.9, detail=detail)
             if name == "one-big":

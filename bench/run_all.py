@@ -74,21 +74,12 @@ def table(rows: list[tuple[str, str, list[dict], str]], earlier: dict[str, list[
 
 
 def earlier_rows(block: str) -> dict[str, list[str]]:
-    """The rows of the last results table, by benchmark (rows of a table without the `when` column
-    get the one it names in its heading, so every kept row still says when it was measured)."""
-    when = ""
-    for line in block.splitlines():
-        if line.startswith(("Last `bench/run`: ", "Written by `bench/run` (")):
-            when = line.split(": ", 1)[-1].split(",")[0].strip("() ") if line.startswith("Last") else \
-                line.split("(", 1)[1].split(")")[0]
+    """The rows of the last results table, by benchmark."""
     out: dict[str, list[str]] = {}
     for line in block.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not line.startswith("| ") or cells[0] in ("benchmark", "") or set(cells[0]) <= {"-"}:
-            continue
-        if len(cells) == 7:  # (no `when` column yet)
-            cells.insert(6, when)
-        out.setdefault(cells[0], []).append("| " + " | ".join(cells) + " |")
+        name = line.strip("| ").split(" | ", 1)[0]
+        if line.startswith("| ") and name != "benchmark":
+            out.setdefault(name, []).append(line)
     return out
 
 

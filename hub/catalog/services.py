@@ -347,8 +347,7 @@ def cards_by_id(ids: list[int]) -> list[CardRow]:
     if not ids:
         return []
     if len(ids) > PER_PAGE:
-        found = {r.pk: r for r in card_rows(Repo.objects.filter(pk__in=ids))}
-        return [found[i] for i in ids if i in found]
+        return _in_order(card_rows(Repo.objects.filter(pk__in=ids)), ids)
     conn = connections[Repo.objects.db]
     compiled = _CARDS_BY_ID.get(conn)
     if compiled is None:
@@ -369,7 +368,11 @@ def cards_by_id(ids: list[int]) -> list[CardRow]:
         rows = cursor.fetchall()
     if converters:
         rows = compiler.apply_converters(rows, converters)
-    found = {r[0]: CardRow(*r) for r in rows}
+    return _in_order([CardRow(*r) for r in rows], ids)
+
+
+def _in_order(cards: list[CardRow], ids: list[int]) -> list[CardRow]:
+    found = {c.pk: c for c in cards}
     return [found[i] for i in ids if i in found]
 
 

@@ -77,10 +77,14 @@ class Listing:
     stale_asks: int = 0  # lookups answered by the hub one by one since this listing went stale
     refreshing: bool = False
 
+    @property
+    def pages(self) -> int:
+        """Requests it took to list (LS_PAGE entries each)."""
+        return len(self.entries) // LS_PAGE + 1
+
     def worth_refreshing(self) -> bool:
         """Whether the lookups seen since this listing went stale say a walk is going on (caller holds mu)."""
-        pages = len(self.entries) // LS_PAGE + 1
-        if self.refreshing or self.stale_asks < WALK_ASKS * pages:
+        if self.refreshing or self.stale_asks < WALK_ASKS * self.pages:
             return False
         self.refreshing = True
         return True
@@ -193,9 +197,10 @@ class VolumeOps(Operations):
                 old = self.listings.get(rel)
                 if old is not None:
                     old.refreshing = False
+        listing = Listing(entries, started)
         with self.mu:
-            self.listings[rel] = Listing(entries, started)
-            self.requests["listing_pages"] += len(entries) // LS_PAGE + 1
+            self.listings[rel] = listing
+            self.requests["listing_pages"] += listing.pages
         return entries
 
     def _entry(self, rel: str, *, fresh: bool = False) -> Entry | None:
