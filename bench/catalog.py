@@ -6,7 +6,7 @@ Builds a fresh hub (its own HUB_DATA_DIR; SQLite, or a PostgreSQL database it cr
 file (hub/catalog/seed/catalog.yaml) is repeated under numbered names and namespaces until there are
 enough, keeping its title, summary, tasks, languages, license and sizes; about one repo in ten is
 "mirrored" (files on the hub), downloads and update times are spread at random (fixed seed). Rows
-go in with bulk_create — repos, catalog entries, facet rows, the tsvector on PostgreSQL — built by
+go in with bulk_create — repos (with the listing keys the services keep: sort_name, upstream_size), catalog entries, facet rows, the tsvector on PostgreSQL — built by
 the same services functions the seed command uses (search_text, facets_of, refresh_search).
 
 Then it starts gunicorn as scripts/run.sh does (2 workers, gthread, 8 threads) with an access log
@@ -74,7 +74,7 @@ def build(n: int) -> None:
     from hub.accounts.models import Namespace
     from hub.catalog import seed, services
     from hub.catalog.models import CatalogEntry, CatalogFacet
-    from hub.repos.models import Repo
+    from hub.repos.models import Repo, sort_name
     from hub.repos.services import GITATTRIBUTES
 
     rng = random.Random(SEED)
@@ -102,7 +102,9 @@ def build(n: int) -> None:
                               downloads=int(rng.lognormvariate(5, 2.5)),
                               last_modified=now - timedelta(seconds=rng.randint(0, 365 * 86400)),
                               head_sha=f"{rng.getrandbits(160):040x}",
-                              file_count=rng.randint(2, 5000) if mirrored else 1, total_size=size))
+                              file_count=rng.randint(2, 5000) if mirrored else 1, total_size=size,
+                              sort_name=sort_name(ns_name(item, copy), item.name),
+                              upstream_size=item.data.upstream_size))
         Repo.objects.bulk_create(repos, batch_size=1000)
         by_key = {(r.type, r.namespace_id, r.name): r for r in Repo.objects.select_related("namespace")}
         entries, facets = [], []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -107,6 +108,59 @@ def test_a_search_finds_ids_and_titles_by_their_words(hub, unique, tmp_path) -> 
     assert found(f"{org} 1e5") == found(f"{org}/tiny-1e5") == ["tiny-1e5"]
     assert found(f"{org} snake case") == found(f"{org}/snake_case_model") == ["snake_case_model"]
     assert found(f"{org} no-such-words") == []
+
+
+def test_search_and_sorts_follow_repos_as_they_change(hub, unique, tmp_path) -> None:
+    """The lists sort and search by keys kept beside the repos (a name key, the size shown, and on
+    SQLite a trigram index of the search text): created, moved, deleted, committed to and
+    re-catalogued repos show up where they now belong, at once."""
+    org, user = f"keys-{unique}", f"keyer{unique}"
+    sizes = {"big": 9_000_000_000, "mid": 5_000_000_000, "small": 2_000_000_000}
+    doc = {"datasets": [], "models": [_entry(f"{org}/{n}", f"Wombat {n}", size_bytes=s) for n, s in sizes.items()]}
+    path = tmp_path / "catalog.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    hub.manage("seed_catalog", "--file", str(path), "--no-samples")
+    api = hub.api(hub.token(user))
+    hub.manage("shell", "-c", (
+        "from django.contrib.auth import get_user_model; from hub.accounts import services as a; "
+        "from hub.accounts.models import Namespace; "
+        f"a.do_add_member(Namespace.objects.get(name='{org}'), get_user_model().objects.get(username='{user}'))"))
+    calls = iter(range(10**6))
+
+    def found(q: str, sort: str = "name") -> list[str]:
+        # A fresh URL each time (an unknown parameter is ignored): anonymous pages are cached 15 s.
+        page = requests.get(f"{hub.url}/models", params={"q": q, "sort": sort, "_": next(calls)}, timeout=30)
+        assert page.status_code == 200
+        return re.findall(rf'href="/((?:{org}|{user})/[\w.-]+)"', page.text)
+
+    # Sorted by size, largest first: the catalog's upstream estimates while nothing is mirrored.
+    assert found(org, "size") == [f"{org}/big", f"{org}/mid", f"{org}/small"]
+    # Mirrored, a repo is listed (and sorted) by the bytes it holds: 17 bytes sort below 2 GB.
+    api.upload_file(path_or_fileobj=b"seventeen bytes..", path_in_repo="weights.bin", repo_id=f"{org}/big")
+    assert found(org, "size") == [f"{org}/mid", f"{org}/small", f"{org}/big"]
+    # Re-catalogued with a new estimate: the unmirrored one moves.
+    doc["models"][2]["size_bytes"] = 7_000_000_000
+    path.write_text(yaml.safe_dump(doc))
+    hub.manage("seed_catalog", "--file", str(path), "--no-samples")
+    assert found(org, "size") == [f"{org}/small", f"{org}/mid", f"{org}/big"]
+    # ... and its new words are found, its old title's are not.
+    doc["models"][2] |= {"title": "Renamed quokka", "summary": "About a quokka."}
+    path.write_text(yaml.safe_dump(doc))
+    hub.manage("seed_catalog", "--file", str(path), "--no-samples")
+    assert found(f"{org} quokka") == [f"{org}/small"]
+    assert found(f"{org} wombat") == [f"{org}/big", f"{org}/mid"]
+
+    # Repos without catalog metadata are found by their id, in name order, whatever the case.
+    for name in ("Zeta-repo", "alpha-repo", "Mu-repo"):
+        api.create_repo(f"{user}/{name}")
+    assert found(user) == [f"{user}/alpha-repo", f"{user}/Mu-repo", f"{user}/Zeta-repo"]
+    assert found(f"{user} mu") == [f"{user}/Mu-repo"]  # a two-letter word: a substring too
+    api.move_repo(f"{user}/Mu-repo", f"{user}/omega-repo")
+    assert found(f"{user} omega") == [f"{user}/omega-repo"]
+    assert found(f"{user} mu") == []
+    assert found(user) == [f"{user}/alpha-repo", f"{user}/omega-repo", f"{user}/Zeta-repo"]
+    api.delete_repo(f"{user}/alpha-repo")
+    assert found(user) == [f"{user}/omega-repo", f"{user}/Zeta-repo"]
 
 
 def test_the_samples_load_with_transformers_against_the_hub(hub, tmp_path) -> None:

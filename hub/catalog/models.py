@@ -3,7 +3,7 @@
 A CatalogEntry holds the public metadata of a dataset or model (from the seed file
 hub/catalog/seed/catalog.yaml, or from a sample made by hub/catalog/samples.py), one-to-one with the
 Repo that holds — or will hold, once mirrored — its bytes. Whether the bytes are there is never
-stored here: it is read from the repo's head (see services.MIRRORED).
+stored here: it is read from the repo's head (see hub.repos.models.MIRRORED).
 """
 from __future__ import annotations
 

@@ -18,7 +18,6 @@ from django.core.paginator import Page, Paginator
 from django.db import connection, connections, transaction
 from django.db.models import (
     BooleanField,
-    Case,
     Count,
     ExpressionWrapper,
     F,
@@ -26,30 +25,24 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
-    When,
     Window,
 )
-from django.db.models.functions import Lower
+from django.db.models.expressions import RawSQL
 
 from hub.accounts.models import Namespace
+from hub.catalog import sqlite_search
 from hub.catalog.models import CatalogEntry, CatalogFacet
 from hub.config import format_size
 from hub.errors import EntryNotFound, HubError
 from hub.repos import blobs, trees
 from hub.repos import services as repos
-from hub.repos.models import Commit, Repo
+from hub.repos.models import MIRRORED, Commit, Repo
 from hub.repos.validation import check_path
 
 PER_PAGE = 30
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY = 200
 FACET_TTL = 60  # seconds the filter options (with their counts) are kept per process
-
-# A repo is mirrored when its head holds something besides the .gitattributes of its initial
-# commit (what do_create_repo writes, and all a catalog repo has until its bytes are mirrored).
-MIRRORED = Q(file_count__gt=1) | Q(total_size__gt=len(repos.GITATTRIBUTES))
-# Size shown and sorted by: the bytes there are once mirrored, the upstream estimate before.
-SIZE = Case(When(MIRRORED, then=F("total_size")), default=F("catalog__upstream_size"))
 
 SIZE_BUCKETS: list[tuple[str, str, int | None, int | None]] = [
     ("lt100m", "< 100 MB", 0, 10**8),
@@ -60,10 +53,11 @@ SIZE_BUCKETS: list[tuple[str, str, int | None, int | None]] = [
     ("unknown", "size unknown", None, None),
 ]
 SORTS = {
-    "downloads": ("Most downloaded", ["-downloads", Lower("namespace__name"), Lower("name")]),
+    # Each is served by an index of migration catalog.0005 (updated: 0004); ties go by name.
+    "downloads": ("Most downloaded", ["-downloads", "sort_name", "pk"]),
     "updated": ("Recently updated", ["-last_modified", "-pk"]),
-    "size": ("Largest", [F("size").desc(nulls_last=True), Lower("namespace__name"), Lower("name")]),
-    "name": ("Name", [Lower("namespace__name"), Lower("name")]),
+    "size": ("Largest", [F("listed_size").desc(nulls_last=True), "sort_name", "pk"]),
+    "name": ("Name", ["sort_name", "pk"]),
 }
 MODALITIES = ["text", "image", "audio", "video", "tabular", "multimodal", "code"]
 LANGUAGE_NAMES = {
@@ -136,6 +130,7 @@ def do_upsert_entry(repo: Repo, data: EntryData) -> tuple[CatalogEntry, str]:
             outcome = "updated"
         entry.search_text = search_text(repo.repo_id, entry)
         entry.save()
+        Repo.objects.filter(pk=repo.pk).update(upstream_size=entry.upstream_size)  # for the lists' size
         _set_facets(repo, entry)
         refresh_search([entry.pk])
     return entry, outcome
@@ -230,11 +225,14 @@ def _terms(q: str) -> list[str]:
 def _text_filter(q: str) -> Q | None:
     """Every word of `q` must match: the id, title, summary, tasks, languages, license. PostgreSQL
     matches words (and word prefixes, so 'imagen' finds ImageNet) through the GIN-indexed tsvector;
-    other engines match substrings. Repos without catalog metadata match by their id. The entries'
-    side is a subquery of ids, so the outer query needs no join to the entries to filter."""
+    SQLite matches substrings through a trigram index (sqlite_search); other engines scan for
+    substrings. Repos without catalog metadata match by their id. The match is a subquery of repo
+    ids, so the outer query needs no join to filter."""
     terms = _terms(q)
     if not terms:
         return None
+    if sqlite_search.ready(Repo.objects.db):
+        return Q(pk__in=RawSQL(*sqlite_search.matching(terms)))
     by_name = Q()
     for t in terms:
         by_name &= Q(name__icontains=t) | Q(namespace__in=Namespace.objects.filter(name__icontains=t).values("pk"))
@@ -268,16 +266,14 @@ def listing(user, query: Query) -> QuerySet[Repo]:
         qs = qs.filter(MIRRORED)
     elif query.mirrored == "no":
         qs = qs.exclude(MIRRORED)
-    if query.size or query.sort == "size":
-        qs = qs.annotate(size=SIZE)
     if query.size:
         _, _, low, high = next(b for b in SIZE_BUCKETS if b[0] == query.size)
         if low is None:
-            qs = qs.filter(size__isnull=True)
+            qs = qs.filter(listed_size__isnull=True)
         else:
-            qs = qs.filter(size__gte=low)
+            qs = qs.filter(listed_size__gte=low)
             if high is not None:
-                qs = qs.filter(size__lt=high)
+                qs = qs.filter(listed_size__lt=high)
     return qs.order_by(*SORTS[query.sort][1])
 
 
@@ -319,14 +315,14 @@ class CardRow:
 
 _CARD_COLUMNS = ("pk", "type", "ns", "name", "private", "last_modified", "downloads", "catalog__id",
                  "catalog__title", "catalog__summary", "catalog__license", "catalog__tasks", "catalog__modality",
-                 "catalog__parameters", "mirrored", "size")
+                 "catalog__parameters", "mirrored", "listed_size")
 
 
 def _with_card_columns(qs: QuerySet[Repo]) -> QuerySet:
     # The namespace's name by a subquery per row, not a join: for a page of rows PostgreSQL hashed
     # the whole namespace table (4,650 rows: 1 ms of a 1.3 ms query) rather than look 30 names up.
     ns = Subquery(Namespace.objects.filter(pk=OuterRef("namespace_id")).values("name")[:1])
-    return (qs.annotate(ns=ns, mirrored=ExpressionWrapper(MIRRORED, output_field=BooleanField()), size=SIZE)
+    return (qs.annotate(ns=ns, mirrored=ExpressionWrapper(MIRRORED, output_field=BooleanField()))
             .values_list(*_CARD_COLUMNS))
 
 

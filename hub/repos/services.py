@@ -26,7 +26,7 @@ from hub.errors import (
 )
 from hub.quotas import services as quotas
 from hub.repos import blobs, trees
-from hub.repos.models import Blob, Commit, GateAcceptance, Ref, Repo, RepoBlob
+from hub.repos.models import GITATTRIBUTES, Blob, Commit, GateAcceptance, Ref, Repo, RepoBlob, sort_name
 from hub.repos.validation import check_name, check_path, check_ref_name
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
@@ -175,20 +175,6 @@ def do_create_repo(actor: Actor, namespace: str | None, name: str, repo_type: st
     return repo
 
 
-GITATTRIBUTES = b"""*.7z filter=lfs diff=lfs merge=lfs -text
-*.arrow filter=lfs diff=lfs merge=lfs -text
-*.bin filter=lfs diff=lfs merge=lfs -text
-*.gz filter=lfs diff=lfs merge=lfs -text
-*.h5 filter=lfs diff=lfs merge=lfs -text
-*.npy filter=lfs diff=lfs merge=lfs -text
-*.onnx filter=lfs diff=lfs merge=lfs -text
-*.parquet filter=lfs diff=lfs merge=lfs -text
-*.pt filter=lfs diff=lfs merge=lfs -text
-*.pth filter=lfs diff=lfs merge=lfs -text
-*.safetensors filter=lfs diff=lfs merge=lfs -text
-*.tar filter=lfs diff=lfs merge=lfs -text
-*.zip filter=lfs diff=lfs merge=lfs -text
-"""
 
 
 def do_delete_repo(actor: Actor, repo: Repo) -> None:
@@ -226,7 +212,7 @@ def do_move_repo(actor: Actor, repo: Repo, to_namespace: str, to_name: str) -> R
     if Repo.objects.filter(type=repo.type, namespace=ns, name=to_name).exists():
         raise Conflict(f"{repo.type} {to_namespace}/{to_name} already exists")
     old = repo.namespace
-    Repo.objects.filter(pk=repo.pk).update(namespace=ns, name=to_name)
+    Repo.objects.filter(pk=repo.pk).update(namespace=ns, name=to_name, sort_name=sort_name(ns.name, to_name))
     repo.refresh_from_db()
     quotas.reconcile(old)
     quotas.reconcile(ns)
