@@ -108,3 +108,9 @@ def repo_card(r) -> SafeString:
                 f'<span>{count(r.downloads)} downloads</span>')
     parts.append('  <div class="meta">' + "\n    ".join(meta) + "</div>\n</div>")
     return mark_safe("\n".join(parts))
+
+
+@register.simple_tag
+def repo_cards(rows) -> SafeString:
+    """The cards of a list page, in one tag: a template loop pushed a context per card."""
+    return mark_safe("".join(repo_card(r) for r in rows))
