@@ -387,9 +387,15 @@ class S3Store(ObjectStore):
 
     @staticmethod
     def _iter_body(body) -> Iterator[bytes]:
-        with body:
-            while chunk := body.read(CHUNK):
-                yield chunk
+        from botocore.exceptions import BotoCoreError
+        from urllib3.exceptions import HTTPError
+
+        try:
+            with body:
+                while chunk := body.read(CHUNK):
+                    yield chunk
+        except (BotoCoreError, HTTPError, ConnectionError) as err:  # the store went away mid-body
+            raise StoreUnavailableError(f"object store connection lost during a read: {err}") from err
 
     def delete(self, key: str) -> None:
         self._call(self.client.delete_object, Bucket=self.bucket, Key=self._key(key))

@@ -46,6 +46,8 @@ class TcpProxy:
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.port = free_port()
+        self._cut_at: int | None = None  # see cut_after
+        self._answered = 0
         self._listener: socket.socket | None = None
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -66,7 +68,14 @@ class TcpProxy:
         self._thread = threading.Thread(target=self._accept, args=(lsock, self._stop), daemon=True)
         self._thread.start()
 
+    def cut_after(self, nbytes: int) -> None:
+        """Goes down by itself once the store has sent `nbytes` more (in answers, to any client):
+        an outage in the middle of a large read."""
+        with self._lock:
+            self._answered, self._cut_at = 0, nbytes
+
     def down(self) -> None:
+        self._cut_at = None
         self._stop.set()
         if self._thread:
             self._thread.join(5)
@@ -97,12 +106,19 @@ class TcpProxy:
             client.settimeout(None)
             with self._lock:
                 self._conns |= {client, upstream}
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            for a, b, answers in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(target=self._pump, args=(a, b, answers), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, answers: bool) -> None:
         try:
             while data := src.recv(256 * 1024):
+                if answers and self._cut_at is not None:
+                    with self._lock:
+                        self._answered += len(data)
+                        cut = self._cut_at is not None and self._answered >= self._cut_at
+                    if cut:  # down before the client can see it, so a test's up() comes after
+                        self.down()
+                        return
                 dst.sendall(data)
         except OSError:
             pass
@@ -284,6 +300,37 @@ def test_store_down_answers_503_with_retry_after_writes_nothing_half_and_recover
     out = api.hf_hub_download(repo, "new-2.txt", cache_dir=str(hub.data_dir / "hf-cache"))
     assert Path(out).read_bytes().startswith(b"new file 2 ")
     assert_rows_point_at_stored_bytes(hub, bucket_objects(s3, hub.bucket))
+
+
+def test_store_lost_while_an_upload_is_verified_keeps_its_bytes_for_the_retry(store_proxy_hub, rgw_env):
+    """The store goes away after assembling an upload's parts, while the hub reads the bytes back to
+    hash them: the completion answers 503, the session stays open, and the retry verifies the
+    assembled object and installs the file; the client sends nothing again and no object is left
+    over in the bucket."""
+    hub = store_proxy_hub
+    h = auth(hub.token("carol"))
+    data = os.urandom(40 * MIB)
+    session = requests.post(f"{hub.url}/api/volume/uploads", headers=h, timeout=60,
+                            json={"path": "checkpoint.bin", "size": len(data)}).json()
+    for n, url in session["parts"].items():
+        start = (int(n) - 1) * session["part_size"]
+        assert requests.put(url, data=data[start:start + session["part_size"]], timeout=60).ok
+    complete = f"{hub.url}/api/volume/uploads/{session['id']}/complete"
+    hub.proxy.cut_after(8 * MIB)  # the assembled 40 MiB read back: cut a fifth of the way in
+    try:
+        r = requests.post(complete, headers=h, json={}, timeout=120)
+        assert r.status_code == 503 and r.headers["X-Error-Code"] == "StorageUnavailable", r.text
+    finally:
+        hub.proxy.up()
+    assert requests.get(f"{hub.url}/api/volume/stat?path=checkpoint.bin", headers=h, timeout=30).status_code == 404
+    time.sleep(3)  # longer than a server process trusts its last look at the store
+    r = requests.post(complete, headers=h, json={}, timeout=120)
+    assert r.status_code == 200, r.text
+    assert requests.get(f"{hub.url}/api/volume/files/checkpoint.bin", headers=h, timeout=60).content == data
+    stored = bucket_objects(s3_client(rgw_env), hub.bucket)
+    assert_rows_point_at_stored_bytes(hub, stored)
+    assert sum(1 for size in stored.values() if size == len(data)) == 1, stored  # one copy, no leftover
+    assert r.json()["sha256"] == hashlib.sha256(data).hexdigest() and r.json()["size"] == len(data)
 
 
 def _wait_for(check, timeout: float):

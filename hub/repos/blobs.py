@@ -313,25 +313,37 @@ def store_part(session: UploadSession, number: int, stream, length: int) -> str:
 def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None = None) -> Blob:
     """Assembles the parts under the session's own key, verifies size and sha256 of exactly those
     bytes and records the blob. Claiming a session atomically (OPEN → DONE) makes a retried
-    completion after a lost response harmless."""
+    completion after a lost response harmless.
+
+    Bytes that are wrong end the session (they are deleted). The store going away does not: the
+    session is open again, and a retry picks up where this one stopped — the parts if they were not
+    assembled yet, else the assembled object, hashed again (the store may have assembled them and
+    then failed, or its answer may have been lost). So no byte a client sent is lost to an outage."""
     store = object_store()
-    stored = store.list_parts(session.key, session.store_upload_id)
-    expected = session.part_count
-    missing = [n for n in range(1, expected + 1) if n not in stored]
-    if missing:
-        raise BadRequest(f"parts {missing[:10]} of {expected} have not been uploaded")
-    for n, (_etag, size) in stored.items():
-        if n <= expected and size != part_length(session, n):
-            raise BadRequest(f"part {n} has {size} bytes, expected {part_length(session, n)}")
-    if not UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.DONE):
-        raise NotFound("this upload session was already completed or aborted")
-    # Use the store's own ETags: clients may quote them differently.
-    ordered = [(n, stored[n][0] or dict(parts or []).get(n, "")) for n in range(1, expected + 1)]
     try:
-        store.complete_multipart(session.key, session.store_upload_id, ordered)
-    except StoreUnavailableError:
-        UploadSession.objects.filter(pk=session.pk).update(state=UploadSession.OPEN)  # retry later
-        raise
+        stored = store.list_parts(session.key, session.store_upload_id)
+    except ObjectMissingError:
+        stored = None  # no multipart upload any more: assembled by an earlier attempt, or ended
+    if stored is None:
+        if store.size(session.key) != session.size:
+            raise ObjectMissingError(session.key)
+        _claim(session)
+    else:
+        expected = session.part_count
+        missing = [n for n in range(1, expected + 1) if n not in stored]
+        if missing:
+            raise BadRequest(f"parts {missing[:10]} of {expected} have not been uploaded")
+        for n, (_etag, size) in stored.items():
+            if n <= expected and size != part_length(session, n):
+                raise BadRequest(f"part {n} has {size} bytes, expected {part_length(session, n)}")
+        _claim(session)
+        # Use the store's own ETags: clients may quote them differently.
+        ordered = [(n, stored[n][0] or dict(parts or []).get(n, "")) for n in range(1, expected + 1)]
+        try:
+            store.complete_multipart(session.key, session.store_upload_id, ordered)
+        except StoreUnavailableError:
+            _reopen(session)
+            raise
     try:
         digest, actual = store.sha256(session.key)
         if actual != session.size or (session.sha256 and digest != session.sha256):
@@ -342,13 +354,35 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
             session.sha256 = digest
             UploadSession.objects.filter(pk=session.pk).update(sha256=digest)
         blob = _install(store, session.key, session.sha256, session.size, session.user)
+    except StoreUnavailableError:
+        _reopen(session)
+        raise
     except BaseException:
-        store.delete(session.key)
         UploadSession.objects.filter(pk=session.pk).update(state=UploadSession.ABORTED)
+        store.delete(session.key)
         raise
     if key_of(blob) != session.key:
         store.delete(session.key)
     return blob
+
+
+def _claim(session: UploadSession) -> None:
+    if not UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.DONE):
+        raise NotFound("this upload session was already completed or aborted")
+
+
+def _reopen(session: UploadSession) -> None:
+    """The store failed mid-completion: the session is open again for a retry (or for expiry)."""
+    UploadSession.objects.filter(pk=session.pk, state=UploadSession.DONE).update(state=UploadSession.OPEN)
+
+
+def drop_session_bytes(session: UploadSession) -> None:
+    """Frees what an ended session left in the store: its parts, or the object they were assembled
+    into when a completion could not finish (unless a blob lives there)."""
+    store = object_store()
+    store.abort_multipart(session.key, session.store_upload_id)
+    if not Blob.objects.filter(key=session.key).exists():
+        store.delete(session.key)
 
 
 def expire_sessions(limit: int = 1000) -> int:
@@ -362,7 +396,7 @@ def expire_sessions(limit: int = 1000) -> int:
         state=UploadSession.OPEN, expires__lt=timezone.now())[:limit]
     for session in expired:
         if UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.ABORTED):
-            object_store().abort_multipart(session.key, session.store_upload_id)
+            drop_session_bytes(session)
             quotas.release(session.reservation)
             n += 1
     stale = UploadSession.objects.select_related("reservation").filter(

@@ -214,7 +214,7 @@ def do_complete(volume: Volume, session: UploadSession, sha256: str | None = Non
 def do_abort(session: UploadSession) -> None:
     if not UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.ABORTED):
         raise NotFound("this upload session has already ended")
-    blobs.object_store().abort_multipart(session.key, session.store_upload_id)
+    blobs.drop_session_bytes(session)
     quotas.release(session.reservation)
 
 
