@@ -29,6 +29,8 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# Earlier keys, comma-separated, while SECRET_KEY rotates: what they signed or sealed still opens.
+SECRET_KEY_FALLBACKS = [k.strip() for k in (env("SECRET_KEY_FALLBACKS") or "").split(",") if k.strip()]
 DEBUG = envbool("DEBUG", False)
 ALLOWED_HOSTS = [h.strip() for h in (env("ALLOWED_HOSTS") or "*").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [o for o in (env("CSRF_TRUSTED_ORIGINS") or "").split(",") if o]

@@ -485,3 +485,44 @@ def test_the_mirror_command_mirrors_a_directory_in_process(embedded_hub, tmp_pat
     assert missing.returncode == 1
     assert f"{src / 'nope'} is not a directory on the server" in missing.stderr
     assert "manage.py mirror --retry" in missing.stderr
+
+
+def test_mirror_credentials_are_sealed_at_rest_and_survive_a_rotation_of_the_secret_key(upstream, carol, tiny_llm,
+                                                                                         tmp_path):
+    """A job's upstream token is in the database only sealed (not readable from a dump or backup);
+    rotating SECRET_KEY with the old key in SECRET_KEY_FALLBACKS and `reseal_secrets` keeps it usable;
+    a key that cannot open it makes the job fail with a sentence saying what to do."""
+    env = base_env() | {"HUB_DATA_DIR": str(tmp_path / "hub"), "SECRET_KEY": "first-key-" + "x" * 40}
+    hub = Hub("sealed", env, tmp_path / "hub")
+    hub.manage("hub_init")
+    hub.manage("mirror", f"mirrors/{tiny_llm.split('/')[1]}", "--source", upstream.url, "--source-repo", tiny_llm,
+               "--revision", "main", "--token", carol)
+    db = tmp_path / "hub" / "hub.sqlite3"
+
+    def stored() -> str:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            (value,) = conn.execute("SELECT credentials FROM mirrors_mirrorjob").fetchone()
+        return value
+
+    sealed = stored()
+    assert carol not in sealed and carol not in db.read_bytes().decode("latin-1") and sealed.startswith("gAAAAA")
+    opened = ("from hub.mirrors.models import MirrorJob; from hub.mirrors.engine import open_source; "
+              "job = MirrorJob.objects.get(); source = open_source(job); "
+              "print(job.credentials.get('token') == " + repr(carol) + ")")
+
+    rotated = {"SECRET_KEY": "second-key-" + "y" * 40, "SECRET_KEY_FALLBACKS": env["SECRET_KEY"]}
+    hub.env = env | rotated
+    out = hub.manage("reseal_secrets")
+    assert "1 mirror job credentials sealed under the current SECRET_KEY" in out.stdout, out.stderr
+    assert stored() != sealed and carol not in stored()
+    hub.env = env | {"SECRET_KEY": rotated["SECRET_KEY"]}  # the old key retired
+    assert hub.manage("shell", "-c", opened).stdout.strip().endswith("True")
+
+    hub.env = env | {"SECRET_KEY": "third-key-" + "z" * 40}  # a key that never sealed it
+    out = hub.manage("reseal_secrets", check=False)
+    assert "0 mirror job credentials sealed" in out.stdout and "could not be opened" in out.stderr
+    out = hub.manage("shell", "-c", opened, check=False)
+    assert out.returncode != 0 and "cannot be opened with this server's SECRET_KEY" in out.stderr
+    assert stored().startswith("gAAAAA")  # left as it was, for the right key to open later

@@ -53,6 +53,7 @@ from hub.quotas.models import Reservation
 from hub.repos import blobs, trees
 from hub.repos import services as repos
 from hub.repos.models import Blob, Ref
+from hub.sealed import UNREADABLE
 from storage.objectstore import StoreUnavailableError
 
 log = logging.getLogger("hub.mirrors")
@@ -68,6 +69,10 @@ class Superseded(Exception):
 
 
 def open_source(job: MirrorJob) -> Source:
+    if job.credentials.get(UNREADABLE):
+        raise SourceError("the job's credentials cannot be opened with this server's SECRET_KEY (it changed, and "
+                          "the key that sealed them is not in SECRET_KEY_FALLBACKS): put the old key there, or "
+                          "start the mirror again with the credentials")
     if job.source_kind == MirrorJob.HF:
         return HFSource(job.source_url, job.source_repo, job.source_type, job.credentials.get("token"),
                         use_manifest=settings.HUB_MIRROR_MANIFEST)

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import models
 
 from hub.repos.models import Commit, Repo
+from hub.sealed import SealedJSONField
 
 
 class MirrorJob(models.Model):
@@ -28,8 +29,8 @@ class MirrorJob(models.Model):
     source_repo = models.CharField(max_length=200, blank=True, help_text="hf: the upstream repo id")
     source_type = models.CharField(max_length=8, blank=True, help_text="hf: the upstream repo type")
     s3_endpoint_url = models.CharField(max_length=500, blank=True)
-    # An upstream token or S3 keys. Never rendered by the API or the admin.
-    credentials = models.JSONField(default=dict, blank=True)
+    # An upstream token or S3 keys: sealed at rest (hub.sealed), never rendered by the API or the admin.
+    credentials = SealedJSONField(default=dict, blank=True)
     revisions = models.JSONField(default=list, blank=True, help_text="requested; empty = all branches and tags")
     max_rate = models.BigIntegerField(null=True, blank=True, help_text="bytes per second, all files together")
 
