@@ -11,7 +11,10 @@ snapshot (path → blob, unique index on (snapshot, path)) in the same database:
     a recursive page deep in train/), cold and warm;
   * rows written by a one-file commit (all tables counted before and after) against the flat
     table's copy of every row;
-  * build time and database size.
+  * build time and database size;
+  * beside it in the same database, the real seed catalog (hub/catalog/seed/catalog.yaml: every
+    dataset and model entry, loaded by the seed command's do_seed, metadata only): list, filter and
+    search latencies of the catalog service (what a list page queries), and the database size with it.
 
 "Cold" clears only the hub's process-wide node cache; the database's own caches are warm for both.
 
@@ -481,6 +484,7 @@ def run(args: argparse.Namespace, vendor: str) -> None:
         node_bytes = sum(len(bytes(d)) for d in new_nodes)
         changed = {k: after_rows[k] - before_rows.get(k, 0) for k in after_rows if after_rows[k] != before_rows.get(k)}
         commit_rows.append((label, path, changed, node_bytes, ours_s, counter.count))
+    catalog_seeded, catalog_results = measure_catalog(args.pages)
     t = time.perf_counter()
     flat_rows = flat_commit(commit_rows[0][1], *blob_for(commit_rows[0][1], 1))
     flat_commit_s = time.perf_counter() - t
@@ -497,7 +501,7 @@ def run(args: argparse.Namespace, vendor: str) -> None:
                f"{tree_nodes:,} TreeNode rows")
     out.append(f"database: {fmt_bytes(db_size)} after the build"
                + (" (" + ", ".join(f"{t} {fmt_bytes(s)}" for t, s in table_size.items()) + ")" if table_size else "")
-               + f"; {fmt_bytes(db_size_after)} after the one-file commits")
+               + f"; {fmt_bytes(db_size_after)} after the one-file commits and the seed catalog")
     out.append("")
     head = (f"{'operation (n samples)':44} {'cold p50':>9} {'p99':>8} {'q':>4} | {'warm p50':>9} {'p99':>8} {'q':>4}"
             f" | {'flat p50':>9} {'p99':>8} {'q':>2} | {'cold/flat':>9} {'warm/flat':>9}")
@@ -525,6 +529,13 @@ def run(args: argparse.Namespace, vendor: str) -> None:
     other_tables = sorted({k for _, _, changed, *_ in commit_rows for k in changed if k != node_table})
     out.append(f"(other rows: {', '.join(other_tables)}; the flat commit copies the snapshot in one "
                f"INSERT … SELECT)")
+    out.append("")
+    out.append(f"catalog beside it: {catalog_seeded}")
+    out.append(f"{'catalog operation (n samples)':44} {'p50':>9} {'p95':>8} {'q':>4}")
+    for name, sample in catalog_results:
+        out.append(f"{name + f' ({len(sample.seconds)})':44} {fmt_ms(sample.p50):>9} {fmt_ms(sample.p(0.95)):>8} "
+                   f"{sample.q:>4}")
+    out.append("(milliseconds: one page of 30 cards with its total, as a list page asks the catalog service)")
     print("\n".join(out), flush=True)
     sys.path.insert(0, str(ROOT))
     from bench.result import report
@@ -534,11 +545,44 @@ def run(args: argparse.Namespace, vendor: str) -> None:
                ratio=flat.p50 / warm.p50, target=None,
                detail=f"cold p50 {fmt_ms(cold.p50)} ms ({cold.q} queries), warm p50 {fmt_ms(warm.p50)} ms, "
                       f"flat {fmt_ms(flat.p50)} ms")
+    for name, sample in catalog_results:
+        report("tree_scale", f"{args.files:,} files ({vendor}) + seed catalog: {name}", ratio=None, target=None,
+               detail=f"p50 {fmt_ms(sample.p50)} ms, p95 {fmt_ms(sample.p(0.95))} ms ({sample.q} queries); "
+                      f"{catalog_seeded}")
     worst_warm = max(warm.p50 / flat.p50 for _, _, warm, flat in results)
     report("tree_scale", f"{args.files:,} files ({vendor}): slowest warm operation vs flat table",
            ratio=1 / worst_warm, target=None,
            detail=f"one-file commit writes {commit_rows[0][2].get(node_table, 0)} TreeNode rows vs "
                   f"{flat_rows:,} copied; database {fmt_bytes(db_size)}")
+
+
+def measure_catalog(samples: int) -> tuple[str, list[tuple[str, Sample]]]:
+    """Seeds the real catalog into this database and times a list page's catalog queries."""
+    from hub.catalog import seed, services
+    from hub.repos.models import Repo
+
+    log("seeding the catalog beside the big repo")
+    t = time.perf_counter()
+    items = seed.load()
+    result = seed.do_seed(items)
+    seeded_s = time.perf_counter() - t
+    analyze()
+    datasets = sum(1 for i in items if i.type == Repo.DATASET)
+    queries = [
+        ("datasets, first page (most downloaded)", services.Query(type=Repo.DATASET)),
+        ("models sorted by name, page 2", services.Query(type=Repo.MODEL, sort="name", page=2)),
+        ("datasets sorted by size", services.Query(type=Repo.DATASET, sort="size")),
+        ("datasets, task + language filters", services.Query(type=Repo.DATASET, task="text-generation", language="zh")),
+        ("search datasets 'chinese dialogue'", services.Query(type=Repo.DATASET, q="chinese dialogue")),
+        ("search models 'qwen'", services.Query(type=Repo.MODEL, q="qwen")),
+    ]
+    out = []
+    for name, query in queries:
+        services.search(None, query)  # warm: compiled card statement, database caches
+        out.append((name, measure(lambda q: services.search(None, q), [query] * samples)))
+    summary = (f"{datasets} datasets and {len(items) - datasets} models ({result.repos_created} repos created) "
+               f"seeded in {seeded_s:.0f} s")
+    return summary, out
 
 
 def _flat_scan() -> Iterator[tuple]:
