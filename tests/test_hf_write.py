@@ -630,6 +630,26 @@ def test_it_keeps_verified_bytes_when_upload_urls_are_replayed(hub, alice, uniqu
         assert Path(path).read_bytes() == good
 
 
+def test_concurrent_batches_for_the_same_bytes_share_one_upload_session(hub, alice, unique):
+    """A client's batch and its retry (or two processes pushing the same file) arriving together
+    get one multipart session, so parts sent under either answer count for both."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    repo_id = f"alice/race-{unique}"
+    hub.api(alice).create_repo(repo_id)
+    size = 24 * MiB  # multipart: several parts
+    oid = sha256(os.urandom(64) + unique.encode())  # bytes never sent: only the sessions matter here
+
+    def session_of(_) -> str:
+        (obj,) = lfs_batch(hub, alice, repo_id, [(oid, size)])["objects"]
+        action = obj["actions"]["upload"]
+        return action.get("header", {}).get("upload_id") or action["href"]
+
+    with ThreadPoolExecutor(8) as pool:
+        ids = set(pool.map(session_of, range(16)))
+    assert len(ids) == 1, ids
+
+
 def test_it_refuses_commits_from_users_without_write_access(hub, alice, bob, unique):
     repo_id = f"alice/guarded-{unique}"
     hub.api(alice).create_repo(repo_id)

@@ -9,7 +9,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from hub.errors import BadRequest, BlobCorrupt, NotFound, UnprocessableEntity
@@ -270,17 +270,24 @@ def open_session(*, sha256: str, size: int, repo=None, user=None) -> UploadSessi
     """Starts (or resumes, when the same user already has an open one for these bytes) a multipart
     upload of one blob. Every session writes to a key of its own, so a wrong or malicious upload
     can never touch bytes another upload already verified."""
-    existing = (UploadSession.objects.filter(sha256=sha256, size=size, user=user, state=UploadSession.OPEN,
-                                             expires__gt=timezone.now() + timedelta(minutes=10))
-                .order_by("-created").first())
-    if existing is not None:
-        return existing
-    session_id = uuid.uuid4()
-    key = f"{blob_key(sha256)}.{session_id.hex}"
-    upload_id = object_store().create_multipart(key)
-    return UploadSession.objects.create(id=session_id, repo=repo, user=user, sha256=sha256, size=size,
-                                        part_size=part_size_for(size), store_upload_id=upload_id, key=key,
-                                        expires=timezone.now() + timedelta(days=1))
+    with transaction.atomic():
+        # Two requests for the same bytes at once (a client's batch and its retry, two workers) get
+        # one session: the lookup and the creation run one at a time per sha256. (SQLite's
+        # transactions take the write lock as they begin, which serializes them already.)
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", [int(sha256[:15], 16)])
+        existing = (UploadSession.objects.filter(sha256=sha256, size=size, user=user, state=UploadSession.OPEN,
+                                                 expires__gt=timezone.now() + timedelta(minutes=10))
+                    .order_by("-created").first())
+        if existing is not None:
+            return existing
+        session_id = uuid.uuid4()
+        key = f"{blob_key(sha256)}.{session_id.hex}"
+        upload_id = object_store().create_multipart(key)
+        return UploadSession.objects.create(id=session_id, repo=repo, user=user, sha256=sha256, size=size,
+                                            part_size=part_size_for(size), store_upload_id=upload_id, key=key,
+                                            expires=timezone.now() + timedelta(days=1))
 
 
 def access_session(session_id: str) -> UploadSession:
