@@ -383,7 +383,19 @@ def _reopen(session: UploadSession) -> None:
     UploadSession.objects.filter(pk=session.pk, state=UploadSession.DONE).update(state=UploadSession.OPEN)
 
 
-def drop_session_bytes(session: UploadSession) -> None:
+def abort_session(session: UploadSession) -> bool:
+    """Ends an open session: its bytes freed in the store, its reservation released. False when it
+    had ended already (completed, aborted or expired elsewhere)."""
+    from hub.quotas import services as quotas
+
+    if not UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.ABORTED):
+        return False
+    _drop_session_bytes(session)
+    quotas.release(session.reservation)
+    return True
+
+
+def _drop_session_bytes(session: UploadSession) -> None:
     """Frees what an ended session left in the store: its parts, or the object they were assembled
     into when a completion could not finish (unless a blob lives there)."""
     store = object_store()
@@ -402,10 +414,7 @@ def expire_sessions(limit: int = 1000) -> int:
     expired = UploadSession.objects.select_related("reservation").filter(
         state=UploadSession.OPEN, expires__lt=timezone.now())[:limit]
     for session in expired:
-        if UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.ABORTED):
-            drop_session_bytes(session)
-            quotas.release(session.reservation)
-            n += 1
+        n += abort_session(session)
     stale = UploadSession.objects.select_related("reservation").filter(
         state=UploadSession.ABORTED, reservation__isnull=False)[:limit]
     for session in stale:

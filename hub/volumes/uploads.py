@@ -212,10 +212,8 @@ def do_complete(volume: Volume, session: UploadSession, sha256: str | None = Non
 
 
 def do_abort(session: UploadSession) -> None:
-    if not UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.ABORTED):
+    if not blobs.abort_session(session):
         raise NotFound("this upload session has already ended")
-    blobs.drop_session_bytes(session)
-    quotas.release(session.reservation)
 
 
 def expire_sessions(limit: int = 1000) -> int:
