@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -169,7 +170,15 @@ def main() -> None:
             drop_page_cache()
             before, cpu = disk_io(), cpu_times()
             stalls: list[tuple[float, int]] = []
+            perf = None
+            if os.environ.get("BENCH_PERF"):  # a system-wide profile of the cold read: perf report -i FILE.N
+                perf = subprocess.Popen(["perf", "record", "-a", "-g", "-q", "-o", f"{os.environ['BENCH_PERF']}.{n}"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(1.0)
             t_cold = timed(read_all, point / "big.bin", stalls)
+            if perf is not None:
+                perf.send_signal(signal.SIGINT)
+                perf.wait()
             cold_disk = disk_work(before, cpu)
             ratios.append(t_boto_big / t_cold)
             print(f"1 file of {mb:.0f} MiB: boto3 {t_boto_big:.2f} s ({mb / t_boto_big:.0f} MiB/s; {boto_disk}) | "
