@@ -111,9 +111,9 @@ def test_a_search_finds_ids_and_titles_by_their_words(hub, unique, tmp_path) -> 
 
 
 def test_search_and_sorts_follow_repos_as_they_change(hub, unique, tmp_path) -> None:
-    """The lists sort and search by keys kept beside the repos (a name key, the size shown, and on
-    SQLite a trigram index of the search text): created, moved, deleted, committed to and
-    re-catalogued repos show up where they now belong, at once."""
+    """The lists sort and search by keys kept beside the repos (a name key, the size shown, and a
+    search table kept by triggers: SQLite's trigram index, PostgreSQL's tsvector per repo): created,
+    moved, deleted, committed to and re-catalogued repos show up where they now belong, at once."""
     org, user = f"keys-{unique}", f"keyer{unique}"
     sizes = {"big": 9_000_000_000, "mid": 5_000_000_000, "small": 2_000_000_000}
     doc = {"datasets": [], "models": [_entry(f"{org}/{n}", f"Wombat {n}", size_bytes=s) for n, s in sizes.items()]}
