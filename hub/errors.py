@@ -102,6 +102,22 @@ class StorageUnavailable(HubError):
         super().__init__(message, headers={"Retry-After": "5"})
 
 
+class StorageFull(HubError):
+    status, code = 507, "StorageFull"
+
+    def __init__(self) -> None:
+        super().__init__("the hub's object storage is full, so it cannot take these bytes now; what you sent so "
+                         "far is kept. Retry later (an operator has to free space or add more)",
+                         headers={"Retry-After": "60"})
+
+
+def store_error(exc: Exception) -> HubError:
+    """The HubError for a StoreUnavailableError: full, or unreachable."""
+    from storage.objectstore import StoreFullError
+
+    return StorageFull() if isinstance(exc, StoreFullError) else StorageUnavailable()
+
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -155,7 +171,7 @@ class HubErrorMiddleware:
 
         if isinstance(exc, StoreUnavailableError):
             log.warning("object store unavailable: %s", exc)
-            return error_response(StorageUnavailable())
+            return error_response(store_error(exc))
         if database_down(exc):
             log.warning("database unavailable: %s", exc)
             return error_response(DatabaseUnavailable())
@@ -171,7 +187,7 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
     exc = sys.exc_info()[1]
     if isinstance(exc, StoreUnavailableError):
-        return error_response(StorageUnavailable())
+        return error_response(store_error(exc))
     if exc is not None and database_down(exc):
         return error_response(DatabaseUnavailable())
     return default(request)

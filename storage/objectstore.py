@@ -8,6 +8,8 @@ cannot (local), `presign_*` return None and the hub serves the bytes itself.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import queue
@@ -25,6 +27,16 @@ CHUNK = 8 * 1024 * 1024
 
 class StoreUnavailableError(OSError):
     """The object store cannot be reached or answered with a server error; retry later."""
+
+
+class StoreFullError(StoreUnavailableError):
+    """The object store has no room for the bytes (a full disk or volume): nothing a client can fix
+    by retrying at once; an operator has to free space or add more."""
+
+
+class StoreRefusedError(OSError):
+    """The object store refused an operation for a reason other than an outage (e.g. it would not
+    assemble a multipart upload from its parts)."""
 
 
 class ObjectMissingError(FileNotFoundError):
@@ -134,6 +146,21 @@ class ObjectStore(ABC):
         return h.hexdigest(), n
 
 
+@contextlib.contextmanager
+def _writing(root: str):
+    """Turns a local write failure the hub cannot fix into the store's own errors: no room
+    (StoreFullError), a read-only or failing disk (StoreUnavailableError). Callers then keep what a
+    client has sent so far, as for an outage."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StoreFullError(f"the object directory {root} is full: {err.strerror}") from err
+        if err.errno in (errno.EROFS, errno.EIO):
+            raise StoreUnavailableError(f"the object directory {root} cannot be written: {err.strerror}") from err
+        raise
+
+
 class LocalStore(ObjectStore):
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
@@ -163,7 +190,7 @@ class LocalStore(ObjectStore):
     def put_stream(self, key: str, stream: BinaryIO, size: int | None = None) -> None:
         tmp = self._tmp()
         try:
-            with open(tmp, "wb") as out:
+            with _writing(self.root), open(tmp, "wb") as out:
                 shutil.copyfileobj(stream, out, CHUNK)
                 out.flush()
                 os.fsync(out.fileno())
@@ -208,7 +235,8 @@ class LocalStore(ObjectStore):
 
     def create_multipart(self, key: str) -> str:
         upload_id = uuid.uuid4().hex
-        os.makedirs(self._upload_dir(upload_id))
+        with _writing(self.root):
+            os.makedirs(self._upload_dir(upload_id))
         return upload_id
 
     def put_part(self, key: str, upload_id: str, part_number: int, stream: BinaryIO, size: int) -> str:
@@ -219,7 +247,7 @@ class LocalStore(ObjectStore):
         md5 = hashlib.md5()
         written = 0
         try:
-            with open(tmp, "wb") as out:
+            with _writing(self.root), open(tmp, "wb") as out:
                 while written < size:
                     chunk = stream.read(min(CHUNK, size - written))
                     if not chunk:
@@ -243,11 +271,17 @@ class LocalStore(ObjectStore):
 
     def complete_multipart(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> None:
         directory = self._upload_dir(upload_id)
+        if not os.path.isdir(directory):
+            raise ObjectMissingError(f"upload {upload_id}")
         tmp = self._tmp()
         try:
-            with open(tmp, "wb") as out:
+            with _writing(self.root), open(tmp, "wb") as out:
                 for number, _etag in sorted(parts):
-                    with open(os.path.join(directory, f"{number:05d}"), "rb") as src:
+                    try:
+                        src = open(os.path.join(directory, f"{number:05d}"), "rb")
+                    except FileNotFoundError:
+                        raise StoreRefusedError(f"part {number} of upload {upload_id} is not stored") from None
+                    with src:
                         shutil.copyfileobj(src, out, CHUNK)
                 out.flush()
                 os.fsync(out.fileno())
@@ -327,6 +361,8 @@ class S3Store(ObjectStore):
             status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
             if code in ("NoSuchKey", "404", "NotFound", "NoSuchUpload"):
                 raise ObjectMissingError(kwargs.get("Key", "")) from err
+            if status == 507 or code in ("XMinioStorageFull", "InsufficientStorage"):  # (reads still work)
+                raise StoreFullError(f"object store full ({code}): {err}") from err
             if status >= 500 or code in ("SlowDown", "ServiceUnavailable", "RequestTimeout"):
                 self._probe = (time.monotonic(), False)
                 raise StoreUnavailableError(f"object store error {code}: {err}") from err
@@ -446,8 +482,15 @@ class S3Store(ObjectStore):
             marker = resp["NextPartNumberMarker"]
 
     def complete_multipart(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> None:
-        self._call(self.client.complete_multipart_upload, Bucket=self.bucket, Key=self._key(key), UploadId=upload_id,
-                   MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in sorted(parts)]})
+        from botocore.exceptions import ClientError
+
+        try:
+            self._call(self.client.complete_multipart_upload, Bucket=self.bucket, Key=self._key(key),
+                       UploadId=upload_id,
+                       MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in sorted(parts)]})
+        except ClientError as err:  # (outages and a missing upload are mapped by _call)
+            error = err.response.get("Error", {})
+            raise StoreRefusedError(f"{error.get('Code', 'error')}: {error.get('Message', err)}") from err
 
     def abort_multipart(self, key: str, upload_id: str) -> None:
         try:

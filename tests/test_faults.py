@@ -333,6 +333,57 @@ def test_store_lost_while_an_upload_is_verified_keeps_its_bytes_for_the_retry(st
     assert r.json()["sha256"] == hashlib.sha256(data).hexdigest() and r.json()["size"] == len(data)
 
 
+@pytest.fixture
+def small_disk_hub(tmp_path_factory):
+    """A hub (SQLite) whose object directory is a 96 MiB tmpfs of its own, so the store can really
+    run out of room; its database stays on the ordinary disk."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    data = tmp_path_factory.mktemp("small-disk")
+    objects = data / "objects"
+    objects.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(objects)], check=True)
+    hub = Hub("small-disk", base_env() | {"HUB_DATA_DIR": str(data), "HUB_STORAGE_URL": objects.as_uri()}, data)
+    try:
+        hub.start(data / "server.log")
+        hub.objects = objects
+        yield hub
+    finally:
+        hub.stop()
+        subprocess.run(["umount", "-l", str(objects)], check=False)
+
+
+def test_a_full_object_store_keeps_an_uploads_parts_and_the_retry_completes_it(small_disk_hub):
+    """The object directory fills up while the hub assembles a 40 MiB volume upload's parts: the
+    completion answers 507 saying the storage is full and that what was sent is kept; nothing is
+    installed, and once space is freed the same completion succeeds without a byte sent again.
+    (Before: a 500, and the session was left claimed, so the retry answered that it had ended.)"""
+    hub = small_disk_hub
+    h = auth(hub.token("dora"))
+    filler = hub.objects / "operator-filler.bin"  # what an operator later deletes
+    filler.write_bytes(os.urandom(30 * MIB))
+    data = os.urandom(40 * MIB)
+    session = requests.post(f"{hub.url}/api/volume/uploads", headers=h, timeout=60,
+                            json={"path": "run/ckpt.bin", "size": len(data)}).json()
+    for n, url in session["parts"].items():  # 40 MiB of parts + 30 MiB of filler in 96 MiB
+        start = (int(n) - 1) * session["part_size"]
+        assert requests.put(url, data=data[start:start + session["part_size"]], timeout=60).ok
+    complete = f"{hub.url}/api/volume/uploads/{session['id']}/complete"
+    r = requests.post(complete, headers=h, json={}, timeout=120)  # assembling needs 40 MiB more
+    assert r.status_code == 507, r.text
+    assert r.headers["X-Error-Code"] == "StorageFull" and r.headers["Retry-After"]
+    assert "full" in r.json()["error"] and "kept" in r.json()["error"]
+    assert requests.get(f"{hub.url}/api/volume/stat?path=run/ckpt.bin", headers=h, timeout=30).status_code == 404
+    assert not any((hub.objects / ".tmp").iterdir()), "a half-assembled object was left behind"
+
+    filler.unlink()
+    r = requests.post(complete, headers=h, json={}, timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["sha256"] == hashlib.sha256(data).hexdigest()
+    assert requests.get(f"{hub.url}/api/volume/files/run/ckpt.bin", headers=h, timeout=60).content == data
+    assert not any((hub.objects / ".uploads").iterdir()), "the parts were not freed"
+
+
 def _wait_for(check, timeout: float):
     deadline = time.monotonic() + timeout
     while not (found := check()):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import logging
 import time
 import uuid
 from datetime import timedelta
@@ -14,7 +15,15 @@ from django.utils import timezone
 
 from hub.errors import BadRequest, BlobCorrupt, NotFound, UnprocessableEntity
 from hub.repos.models import Blob, BlobProof, UploadSession
-from storage.objectstore import ObjectMissingError, ObjectStore, StoreUnavailableError, from_url
+from storage.objectstore import (
+    ObjectMissingError,
+    ObjectStore,
+    StoreRefusedError,
+    StoreUnavailableError,
+    from_url,
+)
+
+log = logging.getLogger("hub.blobs")
 
 SHA256_LEN = 64
 MIN_PART = 5 * 2**20  # S3's smallest part but the last
@@ -322,10 +331,12 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
     bytes and records the blob. Claiming a session atomically (OPEN → DONE) makes a retried
     completion after a lost response harmless.
 
-    Bytes that are wrong end the session (they are deleted). The store going away does not: the
-    session is open again, and a retry picks up where this one stopped — the parts if they were not
-    assembled yet, else the assembled object, hashed again (the store may have assembled them and
-    then failed, or its answer may have been lost). So no byte a client sent is lost to an outage."""
+    Bytes that are wrong end the session (they are deleted), as does a store that will not assemble
+    the parts or has lost them: no completion leaves a session claimed without its blob. The store
+    going away (or running out of room) does not: the session is open again, and a retry picks up
+    where this one stopped — the parts if they were not assembled yet, else the assembled object,
+    hashed again (the store may have assembled them and then failed, or its answer may have been
+    lost). So no byte a client sent is lost to an outage or a full store."""
     store = object_store()
     try:
         stored = store.list_parts(session.key, session.store_upload_id)
@@ -351,6 +362,14 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
         except StoreUnavailableError:
             _reopen(session)
             raise
+        except BaseException as err:
+            _end_claimed(session)
+            if isinstance(err, StoreRefusedError):
+                raise UnprocessableEntity(f"the object store would not assemble the uploaded parts ({err}); "
+                                          "this upload has ended: start it again") from err
+            if isinstance(err, ObjectMissingError):
+                raise NotFound("this upload's parts are gone from the object store; start the upload again") from err
+            raise
     try:
         digest, actual = store.sha256(session.key)
         if actual != session.size or (session.sha256 and digest != session.sha256):
@@ -365,8 +384,7 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
         _reopen(session)
         raise
     except BaseException:
-        UploadSession.objects.filter(pk=session.pk).update(state=UploadSession.ABORTED)
-        store.delete(session.key)
+        _end_claimed(session)
         raise
     if key_of(blob) != session.key:
         store.delete(session.key)
@@ -376,6 +394,16 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
 def _claim(session: UploadSession) -> None:
     if not UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.DONE):
         raise NotFound("this upload session was already completed or aborted")
+
+
+def _end_claimed(session: UploadSession) -> None:
+    """The completion cannot succeed (not an outage): the claimed session ends as an abort does, its
+    bytes freed in the store. Its reservation is released by the volume API or the expiry sweep."""
+    UploadSession.objects.filter(pk=session.pk).update(state=UploadSession.ABORTED)
+    try:
+        _drop_session_bytes(session)
+    except Exception as err:  # noqa: BLE001 — the error that ended it matters more; GC frees leftovers
+        log.warning("upload session %s ended, but its bytes could not be freed now: %s", session.pk, err)
 
 
 def _reopen(session: UploadSession) -> None:

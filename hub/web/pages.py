@@ -24,6 +24,7 @@ TITLES = {
     429: "Slow down",
     416: "Range not satisfiable",
     503: "Storage is unavailable",
+    507: "Storage is full",
 }
 
 
