@@ -47,6 +47,7 @@ class TcpProxy:
         self.target_port = target_port
         self.port = free_port()
         self._cut_at: int | None = None  # see cut_after
+        self._hold: tuple[bytes, bytes, threading.Event, threading.Event] | None = None  # see hold_request
         self._answered = 0
         self._listener: socket.socket | None = None
         self._conns: set[socket.socket] = set()
@@ -73,6 +74,14 @@ class TcpProxy:
         an outage in the middle of a large read."""
         with self._lock:
             self._answered, self._cut_at = 0, nbytes
+
+    def hold_request(self, start: bytes, holding: str) -> tuple[threading.Event, threading.Event]:
+        """Holds back the next request (client to store) that starts with `start` and holds
+        `holding`: returns (held, release) — `held` is set once one is waiting, and it goes on to
+        the store when the test sets `release`."""
+        held, release = threading.Event(), threading.Event()
+        self._hold = (start, holding.encode(), held, release)
+        return held, release
 
     def down(self) -> None:
         self._cut_at = None
@@ -112,6 +121,11 @@ class TcpProxy:
     def _pump(self, src: socket.socket, dst: socket.socket, answers: bool) -> None:
         try:
             while data := src.recv(256 * 1024):
+                hold = self._hold
+                if not answers and hold and data.startswith(hold[0]) and hold[1] in data.split(b"\r\n", 1)[0]:
+                    self._hold = None
+                    hold[2].set()
+                    hold[3].wait(60)
                 if answers and self._cut_at is not None:
                     with self._lock:
                         self._answered += len(data)
@@ -331,6 +345,44 @@ def test_store_lost_while_an_upload_is_verified_keeps_its_bytes_for_the_retry(st
     assert_rows_point_at_stored_bytes(hub, stored)
     assert sum(1 for size in stored.values() if size == len(data)) == 1, stored  # one copy, no leftover
     assert r.json()["sha256"] == hashlib.sha256(data).hexdigest() and r.json()["size"] == len(data)
+
+
+def test_a_store_that_refuses_to_assemble_the_parts_ends_the_upload_cleanly(store_proxy_hub, rgw_env):
+    """Between the hub's look at an upload's parts and its CompleteMultipartUpload (held back by the
+    proxy), part 1 is sent again with other bytes: RGW itself refuses the assembly (the part's ETag
+    changed). The completion answers 422 saying the upload has ended and must start again; a retry
+    says it has ended, nothing is installed, the parts are freed in the store and the quota
+    reservation is released. (Before: a 500, and the session stayed claimed with no file.)"""
+    hub = store_proxy_hub
+    h = auth(hub.token("erin"))
+    data = os.urandom(24 * MIB)
+    session = requests.post(f"{hub.url}/api/volume/uploads", headers=h, timeout=60,
+                            json={"path": "refused.bin", "size": len(data)}).json()
+    for n, url in session["parts"].items():
+        start = (int(n) - 1) * session["part_size"]
+        assert requests.put(url, data=data[start:start + session["part_size"]], timeout=60).ok
+    assert requests.get(f"{hub.url}/api/quota", headers=h, timeout=30).json()["reserved"] == len(data)
+    complete = f"{hub.url}/api/volume/uploads/{session['id']}/complete"
+    held, release = hub.proxy.hold_request(b"POST ", "uploadId=")
+    answer: dict[str, requests.Response] = {}
+    t = threading.Thread(target=lambda: answer.update(r=requests.post(complete, headers=h, json={}, timeout=120)))
+    t.start()
+    try:
+        assert held.wait(30), "the hub never asked the store to assemble the parts"
+        assert requests.put(session["parts"]["1"], data=os.urandom(session["part_size"]), timeout=60).ok
+    finally:
+        release.set()
+        t.join(120)
+    r = answer["r"]
+    assert r.status_code == 422, r.text
+    assert "would not assemble" in r.json()["error"] and "start it again" in r.json()["error"]
+    r = requests.post(complete, headers=h, json={}, timeout=60)
+    assert r.status_code == 404 and "start the upload again" in r.json()["error"], r.text
+    assert requests.get(f"{hub.url}/api/volume/stat?path=refused.bin", headers=h, timeout=30).status_code == 404
+    s3 = s3_client(rgw_env)
+    assert s3.list_multipart_uploads(Bucket=hub.bucket).get("Uploads", []) == []
+    assert len(data) not in bucket_objects(s3, hub.bucket).values()
+    assert requests.get(f"{hub.url}/api/quota", headers=h, timeout=30).json()["reserved"] == 0
 
 
 @pytest.fixture
