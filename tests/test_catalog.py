@@ -163,6 +163,44 @@ def test_search_and_sorts_follow_repos_as_they_change(hub, unique, tmp_path) -> 
     assert found(user) == [f"{user}/omega-repo", f"{user}/Zeta-repo"]
 
 
+def test_filter_counts_follow_the_catalog_at_once(hub, unique, tmp_path) -> None:
+    """The counts next to a filter's values are kept per process, but never past a change: a re-seed,
+    a repo made private and a repo deleted each show in the very next page (they lagged up to a
+    minute behind, e.g. "Chinese (2)" beside a list of 13)."""
+    org, user, lic = f"facets-{unique}", f"facetor{unique}", f"lic-{unique}"
+    doc = {"datasets": [_entry(f"{org}/d{i}", f"Facet {i}", license=lic) for i in range(2)], "models": []}
+    path = tmp_path / "catalog.yaml"
+
+    def seed() -> None:
+        path.write_text(yaml.safe_dump(doc))
+        hub.manage("seed_catalog", "--file", str(path), "--no-samples")
+
+    calls = iter(range(10**6))
+
+    def count() -> int | None:
+        # A fresh URL each time (an unknown parameter is ignored): anonymous pages are cached 15 s.
+        page = requests.get(f"{hub.url}/datasets", params={"_": next(calls)}, timeout=30).text
+        found = re.search(rf'<option value="{lic}">{lic} \((\d+)\)</option>', page)
+        return int(found.group(1)) if found else None
+
+    seed()
+    assert count() == 2
+    doc["datasets"].append(_entry(f"{org}/d2", "Facet 2", license=lic))
+    seed()
+    assert count() == 3
+    api = hub.api(hub.token(user))
+    hub.manage("shell", "-c", (
+        "from django.contrib.auth import get_user_model; from hub.accounts import services as a; "
+        "from hub.accounts.models import Namespace; "
+        f"a.do_add_member(Namespace.objects.get(name='{org}'), get_user_model().objects.get(username='{user}'))"))
+    api.update_repo_settings(f"{org}/d0", private=True, repo_type="dataset")
+    assert count() == 2
+    api.delete_repo(f"{org}/d1", repo_type="dataset")
+    assert count() == 1
+    api.update_repo_settings(f"{org}/d0", private=False, repo_type="dataset")
+    assert count() == 2
+
+
 def test_the_samples_load_with_transformers_against_the_hub(hub, tmp_path) -> None:
     """A fresh hub has real content: the tiny models load through the stock transformers client and
     the iris data reads through HF_ENDPOINT, with only the hub's URL."""

@@ -42,7 +42,7 @@ from hub.repos.validation import check_path
 PER_PAGE = 30
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY = 200
-FACET_TTL = 60  # seconds the filter options (with their counts) are kept per process
+FACET_TTL = 3600  # seconds a version of the filter options is kept (a new version replaces it at once)
 
 SIZE_BUCKETS: list[tuple[str, str, int | None, int | None]] = [
     ("lt100m", "< 100 MB", 0, 10**8),
@@ -413,10 +413,20 @@ def search(user, query: Query, per_page: int = PER_PAGE) -> Page:
     return Page(cards_by_id(ids), number, paginator)
 
 
+def facet_version() -> int:
+    """A number that changes whenever the filter options' counts can (catalog migration 0007:
+    bumped by triggers when facet rows come or go, or a repo changes visibility or is deleted)."""
+    with connections[Repo.objects.db].cursor() as cur:
+        cur.execute("SELECT n FROM catalog_facet_version WHERE id = 1")
+        row = cur.fetchone()
+    return row[0] if row else 0
+
+
 def facet_options(repo_type: str) -> dict[str, list[tuple[str, str, int]]]:
-    """For each filter, its values among public repos of this type: (value, label, repos). Kept
-    FACET_TTL seconds per process: filters change only when the catalog is seeded."""
-    key = f"catalog:facets:{repo_type}"
+    """For each filter, its values among public repos of this type: (value, label, repos). Kept per
+    process (or in the shared cache) under the facets' version, so the counts shown are never older
+    than the data; computing them reads every facet row (10-30 ms with 10,000 repos)."""
+    key = f"catalog:facets:{repo_type}:{facet_version()}"
     found = cache.get(key)
     if found is not None:
         return found

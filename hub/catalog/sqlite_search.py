@@ -9,7 +9,10 @@ characters (case-insensitively) from the index; shorter words fall back to LIKE 
 Triggers on repos_repo and catalog_catalogentry keep it current. They are (re)made after every
 `migrate` (post_migrate), not by a migration, because a later migration that rebuilds one of those
 tables (SQLite alters a table by copying it) drops its triggers; when any was missing, the index is
-rebuilt from the tables. PostgreSQL uses its tsvector instead and has none of this."""
+rebuilt from the tables. PostgreSQL has its own table and triggers (catalog migration 0006).
+
+The triggers that bump the filter options' version (catalog migration 0007) are made here too,
+for the same reason."""
 from __future__ import annotations
 
 from django.db import connections
@@ -37,6 +40,15 @@ TRIGGERS = {
         INSERT INTO {TABLE}(rowid, text) SELECT r.id, {_TEXT.format(r='r')} FROM repos_repo r
             WHERE r.id = old.repo_id; END""",
 }
+# The filter options' version (catalog migration 0007; PostgreSQL has its own triggers there).
+_BUMP = "UPDATE catalog_facet_version SET n = n + 1 WHERE id = 1"
+FACET_TRIGGERS = {
+    "catalog_facet_version_facets_ins": f"AFTER INSERT ON catalog_catalogfacet BEGIN {_BUMP}; END",
+    "catalog_facet_version_facets_del": f"AFTER DELETE ON catalog_catalogfacet BEGIN {_BUMP}; END",
+    "catalog_facet_version_private": f"""AFTER UPDATE OF private ON repos_repo
+        WHEN old.private <> new.private BEGIN {_BUMP}; END""",
+    "catalog_facet_version_repo_del": f"AFTER DELETE ON repos_repo BEGIN {_BUMP}; END",
+}
 _READY: dict[str, bool] = {}  # per database alias: whether the index is there
 
 
@@ -51,6 +63,11 @@ def ensure(using: str = "default") -> bool:
         have = {row[0] for row in cur.fetchall()}
         if "repos_repo" not in have or "catalog_catalogentry" not in have:
             return False  # migrating an app at a time; the last post_migrate does it
+        if "catalog_facet_version" in have:
+            for name, body in FACET_TRIGGERS.items():
+                if name not in have:
+                    cur.execute(f"CREATE TRIGGER IF NOT EXISTS {name} {body}")
+                    cur.execute(_BUMP)  # (whatever changed while it was missing)
         missing = [name for name in (TABLE, *TRIGGERS) if name not in have]
         if missing:
             try:
