@@ -385,6 +385,44 @@ def test_a_store_that_refuses_to_assemble_the_parts_ends_the_upload_cleanly(stor
     assert requests.get(f"{hub.url}/api/quota", headers=h, timeout=30).json()["reserved"] == 0
 
 
+def test_an_lfs_completion_under_way_is_not_reported_done_before_its_bytes_are_in(store_proxy_hub):
+    """While one completion of an LFS upload is under way (its CompleteMultipartUpload held back by
+    the proxy; a worker that died there looks the same), a second completion answers 409, retry —
+    not success for bytes that are not stored (a client would then commit a file the hub lacks).
+    Once the first has finished, a retry answers success."""
+    from tests.test_hf_write import LFS_JSON, lfs_batch
+
+    hub = store_proxy_hub
+    token = hub.token("fred")
+    repo = "fred/held"
+    hub.api(token).create_repo(repo)
+    data = os.urandom(24 * MIB)
+    oid = hashlib.sha256(data).hexdigest()
+    upload = lfs_batch(hub, token, repo, [(oid, len(data))])["objects"][0]["actions"]["upload"]
+    chunk = int(upload["header"]["chunk_size"])
+    for n in range(1, -(-len(data) // chunk) + 1):
+        assert requests.put(upload["header"][str(n)], data=data[(n - 1) * chunk:n * chunk], timeout=60).ok
+
+    def complete() -> requests.Response:
+        return requests.post(upload["href"], headers={"Accept": LFS_JSON, "Content-Type": LFS_JSON},
+                             data=json.dumps({"oid": oid, "parts": []}), timeout=120)
+
+    held, release = hub.proxy.hold_request(b"POST ", "uploadId=")
+    answer: dict[str, requests.Response] = {}
+    t = threading.Thread(target=lambda: answer.update(r=complete()))
+    t.start()
+    try:
+        assert held.wait(30), "the hub never asked the store to assemble the parts"
+        second = complete()
+    finally:
+        release.set()
+        t.join(120)
+    assert second.status_code == 409 and "retry" in second.text, second.text
+    assert answer["r"].status_code == 200, answer["r"].text
+    third = complete()
+    assert third.status_code == 200 and third.json()["oid"] == oid, third.text
+
+
 @pytest.fixture
 def small_disk_hub(tmp_path_factory):
     """A hub (SQLite) whose object directory is a 96 MiB tmpfs of its own, so the store can really

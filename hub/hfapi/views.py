@@ -21,6 +21,7 @@ from hub.accounts.services import user_orgs
 from hub.cursors import decode_cursor, encode_cursor
 from hub.errors import (
     BadRequest,
+    Conflict,
     EntryNotFound,
     HubError,
     NotFound,
@@ -632,7 +633,12 @@ def lfs_complete(request: HttpRequest, token: str) -> JsonResponse:
     claims = _unsign(token, max_age=86400)
     session = UploadSession.objects.filter(pk=claims["s"]).first()
     if session is not None and session.state == UploadSession.DONE:
-        return JsonResponse({"oid": session.sha256, "size": session.size}, content_type=LFS_JSON)
+        # Completed already (a retry after a lost answer): say so — but only once the bytes are in.
+        # A completion still hashing, or one whose worker died midway, has claimed the session too.
+        if blobs.stored_blob(session.sha256) is not None:
+            return JsonResponse({"oid": session.sha256, "size": session.size}, content_type=LFS_JSON)
+        raise Conflict("another request is completing this upload, or its completion was interrupted: retry in "
+                       "a few seconds, and if this persists upload the file again")
     session = blobs.access_session(claims["s"])
     data = read_json(request)
     if data.get("oid") not in (None, session.sha256):
