@@ -195,9 +195,20 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
 def document_unavailable(result: dict, generator, request, public) -> dict:
     """drf-spectacular hook: any operation may meet the database or the object store away (a
-    restart, a network cut) and answer 503 with Retry-After; the schema says so once for all."""
+    restart, a network cut) and answer 503 with Retry-After, and any write may find the store full
+    (507); the schema says so once for all."""
     for operations in result.get("paths", {}).values():
-        for operation in operations.values():
+        for method, operation in operations.items():
+            if method.lower() in ("post", "put", "patch"):
+                operation.setdefault("responses", {}).setdefault("507", {
+                    "description": "the object store is full; what was sent so far is kept; retry after Retry-After "
+                                   "seconds (an operator has to free space)",
+                    "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds to wait"}},
+                    "content": {"application/json": {"schema": {
+                        "type": "object", "required": ["error", "code"],
+                        "properties": {"error": {"type": "string"}, "code": {"type": "string", "enum": ["StorageFull"]}},
+                    }}},
+                })
             operation.setdefault("responses", {}).setdefault("503", {
                 "description": "the database or the object store is unreachable; retry after Retry-After seconds",
                 "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds to wait"}},
