@@ -201,6 +201,27 @@ def test_filter_counts_follow_the_catalog_at_once(hub, unique, tmp_path) -> None
     assert count() == 2
 
 
+def test_a_repo_made_private_or_deleted_leaves_the_anonymous_pages_at_once(hub, unique) -> None:
+    """Anonymous list and search pages are kept for some seconds, but a repo made private (or
+    deleted) is gone from them at the next request, not when the kept page expires."""
+    user = f"hider{unique}"
+    api = hub.api(hub.token(user))
+    for name in ("shown", "hidden"):
+        api.create_repo(f"{user}/{name}")
+
+    def listed() -> list[str]:  # the same URL each time: the kept page when nothing changed
+        page = requests.get(f"{hub.url}/models", params={"q": user}, timeout=30)
+        assert page.status_code == 200
+        return sorted(re.findall(rf'href="/({user}/[\w.-]+)"', page.text))
+
+    assert listed() == [f"{user}/hidden", f"{user}/shown"]
+    assert listed() == [f"{user}/hidden", f"{user}/shown"]
+    api.update_repo_settings(f"{user}/hidden", private=True)
+    assert listed() == [f"{user}/shown"]
+    api.delete_repo(f"{user}/shown")
+    assert listed() == []
+
+
 def test_the_samples_load_with_transformers_against_the_hub(hub, tmp_path) -> None:
     """A fresh hub has real content: the tiny models load through the stock transformers client and
     the iris data reads through HF_ENDPOINT, with only the hub's URL."""

@@ -10,6 +10,7 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from hub.catalog.services import facet_version
 from hub.errors import HubError
 from hub.repos.services import Actor
 
@@ -67,7 +68,9 @@ def anonymous_cache(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
     """Keeps the page a visitor without a session gets for HUB_PAGE_CACHE_SECONDS, per process (or in
     the shared cache): every such visitor sees the same page, so list and search pages cost a cache
     lookup under load. Anything signed in, or carrying a session or messages, is rendered fresh, so
-    people always see their own changes at once; others' changes may show up that many seconds late."""
+    people always see their own changes at once; others' new repos and commits may show up that
+    many seconds late. A repo made private or deleted leaves every kept page at once: the key holds
+    the catalog's facet version, which those changes bump (hub.catalog.services.facet_version)."""
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
@@ -75,7 +78,8 @@ def anonymous_cache(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
         if (not seconds or request.method != "GET" or request.user.is_authenticated
                 or settings.SESSION_COOKIE_NAME in request.COOKIES or "messages" in request.COOKIES):
             return view(request, *args, **kwargs)
-        key = "web:page:" + hashlib.sha1(f"{request.get_host()}{request.get_full_path()}".encode()).hexdigest()
+        page_id = f"{facet_version()}:{request.get_host()}{request.get_full_path()}"
+        key = "web:page:" + hashlib.sha1(page_id.encode()).hexdigest()
         body = cache.get(key)
         if body is not None:
             return HttpResponse(body)
