@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -140,3 +141,7 @@ def test_the_compose_file_validates_and_wires_the_services():
     documented = open(ROOT / ".env.example").read()
     for var in ("SECRET_KEY", "POSTGRES_PASSWORD", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD", "HUB_DEFAULT_QUOTA"):
         assert var in documented, var
+    # Every setting the hub reads (hub.config's env helpers, in hub/settings.py) is documented there.
+    read = set(re.findall(r'\benv(?:int|bool|size)?\("([A-Z][A-Z0-9_]+)"', (ROOT / "hub" / "settings.py").read_text()))
+    assert len(read) > 30 and "HUB_PAGE_CACHE_SECONDS" in read
+    assert not {v for v in read if not re.search(rf"\b{v}\b", documented)}, "settings missing from .env.example"
