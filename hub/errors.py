@@ -193,31 +193,33 @@ def server_error(request: HttpRequest) -> HttpResponse:
     return default(request)
 
 
+def _documented_error(description: str, codes: list[str]) -> dict:
+    """An error answer as the schema documents it: Retry-After, and {"error", "code"} with `codes`."""
+    return {
+        "description": description,
+        "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds to wait"}},
+        "content": {"application/json": {"schema": {
+            "type": "object", "required": ["error", "code"],
+            "properties": {"error": {"type": "string"}, "code": {"type": "string", "enum": codes}},
+        }}},
+    }
+
+
 def document_unavailable(result: dict, generator, request, public) -> dict:
     """drf-spectacular hook: any operation may meet the database or the object store away (a
     restart, a network cut) and answer 503 with Retry-After, and any write may find the store full
     (507); the schema says so once for all."""
     for operations in result.get("paths", {}).values():
         for method, operation in operations.items():
-            if method.lower() in ("post", "put", "patch"):
-                operation.setdefault("responses", {}).setdefault("507", {
-                    "description": "the object store is full; what was sent so far is kept; retry after Retry-After "
-                                   "seconds (an operator has to free space)",
-                    "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds to wait"}},
-                    "content": {"application/json": {"schema": {
-                        "type": "object", "required": ["error", "code"],
-                        "properties": {"error": {"type": "string"}, "code": {"type": "string", "enum": ["StorageFull"]}},
-                    }}},
-                })
-            operation.setdefault("responses", {}).setdefault("503", {
-                "description": "the database or the object store is unreachable; retry after Retry-After seconds",
-                "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds to wait"}},
-                "content": {"application/json": {"schema": {
-                    "type": "object", "required": ["error", "code"],
-                    "properties": {"error": {"type": "string"},
-                                   "code": {"type": "string", "enum": ["StorageUnavailable", "DatabaseUnavailable"]}},
-                }}},
-            })
+            responses = operation.setdefault("responses", {})
+            if method.lower() in ("post", "put", "patch") and "507" not in responses:
+                responses["507"] = _documented_error(
+                    "the object store is full; what was sent so far is kept; retry after Retry-After seconds (an "
+                    "operator has to free space)", ["StorageFull"])
+            if "503" not in responses:
+                responses["503"] = _documented_error(
+                    "the database or the object store is unreachable; retry after Retry-After seconds",
+                    ["StorageUnavailable", "DatabaseUnavailable"])
     return result
 
 

@@ -245,6 +245,17 @@ def _store_calls(hub: Hub, token: str, repo: str, n: int) -> dict[str, requests.
     }
 
 
+def _send_volume_upload(hub: Hub, h: dict[str, str], path: str, data: bytes) -> tuple[dict, str]:
+    """Starts a volume upload of `data` to `path` and sends all its parts (by the URLs the hub gives):
+    the session, and the URL that completes it."""
+    session = requests.post(f"{hub.url}/api/volume/uploads", headers=h, timeout=60,
+                            json={"path": path, "size": len(data)}).json()
+    for n, url in session["parts"].items():
+        start = (int(n) - 1) * session["part_size"]
+        assert requests.put(url, data=data[start:start + session["part_size"]], timeout=60).ok
+    return session, f"{hub.url}/api/volume/uploads/{session['id']}/complete"
+
+
 def test_store_down_answers_503_with_retry_after_writes_nothing_half_and_recovers(store_proxy_hub, rgw_env,
                                                                                   monkeypatch):
     from huggingface_hub import constants
@@ -263,11 +274,7 @@ def test_store_down_answers_503_with_retry_after_writes_nothing_half_and_recover
                         timeout=60).status_code == 201
     # An upload session whose parts are all in: only its completion is left for the outage.
     pending = os.urandom(9 * MIB)
-    session = requests.post(f"{hub.url}/api/volume/uploads", headers=auth(token), timeout=60,
-                            json={"path": "pending.bin", "size": len(pending)}).json()
-    for n, url in session["parts"].items():
-        start = (int(n) - 1) * session["part_size"]
-        assert requests.put(url, data=pending[start:start + session["part_size"]], timeout=60).ok
+    _, complete = _send_volume_upload(hub, auth(token), "pending.bin", pending)
 
     hub.proxy.down()
     try:
@@ -278,8 +285,7 @@ def test_store_down_answers_503_with_retry_after_writes_nothing_half_and_recover
             assert int(r.headers["Retry-After"]) > 0, what
             assert r.headers["X-Error-Code"] == "StorageUnavailable", what
             assert "object store" in r.json()["error"], what
-        r = requests.post(f"{hub.url}/api/volume/uploads/{session['id']}/complete", headers=auth(token), json={},
-                          timeout=60)
+        r = requests.post(complete, headers=auth(token), json={}, timeout=60)
         assert r.status_code == 503 and r.headers["Retry-After"], r.text
         # What needs only the database still works.
         assert requests.get(f"{hub.url}/api/models/{repo}/tree/main", headers=auth(token), timeout=30).ok
@@ -306,8 +312,7 @@ def test_store_down_answers_503_with_retry_after_writes_nothing_half_and_recover
     assert requests.get(up["hf download lfs"].headers["Location"], timeout=60).content == weights
     assert requests.get(up["volume read"].headers["Location"], timeout=60).content == kept
     # The session the outage interrupted completes now, with the right bytes.
-    r = requests.post(f"{hub.url}/api/volume/uploads/{session['id']}/complete", headers=auth(token), json={},
-                      timeout=60)
+    r = requests.post(complete, headers=auth(token), json={}, timeout=60)
     assert r.status_code == 200, r.text
     r = requests.get(f"{hub.url}/api/volume/files/pending.bin", headers=auth(token), timeout=60)
     assert r.content == pending
@@ -324,12 +329,7 @@ def test_store_lost_while_an_upload_is_verified_keeps_its_bytes_for_the_retry(st
     hub = store_proxy_hub
     h = auth(hub.token("carol"))
     data = os.urandom(40 * MIB)
-    session = requests.post(f"{hub.url}/api/volume/uploads", headers=h, timeout=60,
-                            json={"path": "checkpoint.bin", "size": len(data)}).json()
-    for n, url in session["parts"].items():
-        start = (int(n) - 1) * session["part_size"]
-        assert requests.put(url, data=data[start:start + session["part_size"]], timeout=60).ok
-    complete = f"{hub.url}/api/volume/uploads/{session['id']}/complete"
+    _, complete = _send_volume_upload(hub, h, "checkpoint.bin", data)
     hub.proxy.cut_after(8 * MIB)  # the assembled 40 MiB read back: cut a fifth of the way in
     try:
         r = requests.post(complete, headers=h, json={}, timeout=120)
@@ -356,13 +356,8 @@ def test_a_store_that_refuses_to_assemble_the_parts_ends_the_upload_cleanly(stor
     hub = store_proxy_hub
     h = auth(hub.token("erin"))
     data = os.urandom(24 * MIB)
-    session = requests.post(f"{hub.url}/api/volume/uploads", headers=h, timeout=60,
-                            json={"path": "refused.bin", "size": len(data)}).json()
-    for n, url in session["parts"].items():
-        start = (int(n) - 1) * session["part_size"]
-        assert requests.put(url, data=data[start:start + session["part_size"]], timeout=60).ok
+    session, complete = _send_volume_upload(hub, h, "refused.bin", data)
     assert requests.get(f"{hub.url}/api/quota", headers=h, timeout=30).json()["reserved"] == len(data)
-    complete = f"{hub.url}/api/volume/uploads/{session['id']}/complete"
     held, release = hub.proxy.hold_request(b"POST ", "uploadId=")
     answer: dict[str, requests.Response] = {}
     t = threading.Thread(target=lambda: answer.update(r=requests.post(complete, headers=h, json={}, timeout=120)))
@@ -453,12 +448,7 @@ def test_a_full_object_store_keeps_an_uploads_parts_and_the_retry_completes_it(s
     filler = hub.objects / "operator-filler.bin"  # what an operator later deletes
     filler.write_bytes(os.urandom(30 * MIB))
     data = os.urandom(40 * MIB)
-    session = requests.post(f"{hub.url}/api/volume/uploads", headers=h, timeout=60,
-                            json={"path": "run/ckpt.bin", "size": len(data)}).json()
-    for n, url in session["parts"].items():  # 40 MiB of parts + 30 MiB of filler in 96 MiB
-        start = (int(n) - 1) * session["part_size"]
-        assert requests.put(url, data=data[start:start + session["part_size"]], timeout=60).ok
-    complete = f"{hub.url}/api/volume/uploads/{session['id']}/complete"
+    _, complete = _send_volume_upload(hub, h, "run/ckpt.bin", data)  # 40 MiB of parts + 30 of filler in 96
     r = requests.post(complete, headers=h, json={}, timeout=120)  # assembling needs 40 MiB more
     assert r.status_code == 507, r.text
     assert r.headers["X-Error-Code"] == "StorageFull" and r.headers["Retry-After"]
