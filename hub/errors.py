@@ -59,6 +59,18 @@ class Conflict(HubError):
     status, code = 409, "Conflict"
 
 
+class CompletionInProgress(HubError):
+    """Another request is completing this upload session: come back (Retry-After), do not start over."""
+
+    status, code = 409, "CompletionInProgress"
+
+    def __init__(self, stale_seconds: int) -> None:
+        super().__init__(
+            "another request is completing this upload (assembling and verifying its bytes); retry in a few "
+            f"seconds. Nothing you sent is lost: if the server doing it died, the upload reopens after "
+            f"{stale_seconds} s and a retry completes it", headers={"Retry-After": "5"})
+
+
 class GatedRepo(HubError):
     """The repo is gated and the caller has not accepted its conditions (huggingface_hub raises
     GatedRepoError on this code)."""

@@ -141,6 +141,9 @@ if not HUB_STORAGE_URL.startswith(("file://", "s3://")):
 HUB_PRESIGN_SECONDS = envint("HUB_PRESIGN_SECONDS", 900)
 HUB_LFS_THRESHOLD = envsize("HUB_LFS_THRESHOLD", "10MB")
 HUB_MULTIPART_CHUNK = envsize("HUB_MULTIPART_CHUNK", "64MiB")
+# An upload completion (assembling and verifying the parts) whose worker has been silent this long
+# died: its session reopens so that the client's retry completes it from the parts already sent.
+HUB_UPLOAD_STALE = envint("HUB_UPLOAD_STALE", 60)
 HUB_DEFAULT_QUOTA = envsize("HUB_DEFAULT_QUOTA", "50GB")
 HUB_PUBLIC_URL = env("HUB_PUBLIC_URL")  # client-facing base URL when behind a proxy that hides it
 

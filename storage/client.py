@@ -127,6 +127,9 @@ class RetryPolicy:
 RETRY = RetryPolicy()
 NO_RETRY = RetryPolicy(attempts=1)
 COMMIT_RETRY = RetryPolicy(attempts=3, statuses=frozenset({429, 503}))
+# Completing an upload: also a 409 that says when to come back (Retry-After) — another request is
+# completing the same session, or one whose server died, which the hub reopens within a minute or so.
+COMPLETE_RETRY = RetryPolicy(attempts=40, cap=10.0, statuses=RETRY.statuses | {409}, budget=300.0)
 # Transport errors worth another try: refused/reset connections, timeouts, truncated bodies.
 RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
 
@@ -360,8 +363,9 @@ class HubClient:
                     # differ: the hub already checked them before redirecting.
                     headers = {k: v for k, v in headers.items() if k.lower() not in ("if-match", "if-none-match")}
                 continue
-            wait = retry.next_wait(attempt, waited, resp.headers.get("Retry-After")) \
-                if resp.status in retry.statuses else None
+            retry_after = resp.headers.get("Retry-After")
+            wait = retry.next_wait(attempt, waited, retry_after) \
+                if resp.status in retry.statuses and (resp.status != 409 or retry_after) else None
             if wait is not None:
                 resp.drain_conn()
                 resp.release_conn()

@@ -30,6 +30,7 @@ from pathlib import Path
 import urllib3
 
 from storage.client import (
+    COMPLETE_RETRY,
     RETRY,
     RETRYABLE_ERRORS,
     HubClient,
@@ -746,5 +747,5 @@ class UploadJob(Job):
             read = 120 + self.size / (50 * MiB)
             self.ctx.client.request("POST", self.complete_url, body=json.dumps(body).encode(),
                                     headers={"Content-Type": lfs, "Accept": lfs},
-                                    timeout=urllib3.Timeout(connect=10, read=read))
+                                    timeout=urllib3.Timeout(connect=10, read=read), retry=COMPLETE_RETRY)
         self.ctx.stats.add(files_up=1)

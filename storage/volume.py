@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 import urllib3
 
-from storage.client import HubClient, HubClientError, IntegrityError, config_dir
+from storage.client import COMPLETE_RETRY, HubClient, HubClientError, IntegrityError, config_dir
 from storage.progress import Progress
 from storage.transfer import CHUNK, Context, RateLimiter, RemoteFile, Stats, _put
 
@@ -186,7 +186,7 @@ def upload(client: HubClient, local: str | Path, path: str, *, sha256: str | Non
         resp = client.request("POST", client.url(f"api/volume/uploads/{session['id']}/complete"),
                               body=json.dumps({"sha256": digest["sha256"]}).encode(),
                               headers={"Content-Type": "application/json"},
-                              timeout=urllib3.Timeout(connect=10, read=read))
+                              timeout=urllib3.Timeout(connect=10, read=read), retry=COMPLETE_RETRY)
     except HubClientError:
         if hasher:
             hasher.join()

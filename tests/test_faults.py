@@ -418,6 +418,83 @@ def test_an_lfs_completion_under_way_is_not_reported_done_before_its_bytes_are_i
     assert third.status_code == 200 and third.json()["oid"] == oid, third.text
 
 
+@pytest.mark.parametrize("kind", ["lfs", "volume"])
+def test_an_upload_whose_completing_server_is_killed_reopens_and_the_retry_completes_it(store_proxy_hub, kind,
+                                                                                       monkeypatch):
+    """The hub's server (gunicorn master and workers) is killed with SIGKILL while it completes an
+    upload: its CompleteMultipartUpload is held by the proxy, then let through to the store. A new
+    server starts. A retry at once answers 409 with Retry-After (the dead completion's claim is still
+    fresh: nothing tells a dead worker from a slow one but its silence); the hub CLI's client, which
+    obeys it, then completes the same session once the claim has gone stale (HUB_UPLOAD_STALE, 10 s
+    here) — without a byte sent again — and the file reads back equal. Before: the session stayed
+    claimed without its blob for good, and the client had to upload everything again."""
+    import psutil
+    from huggingface_hub import constants
+
+    from storage.client import COMPLETE_RETRY, HubClient
+    from tests.test_hf_write import LFS_JSON, lfs_batch
+
+    hub = store_proxy_hub
+    token = hub.token("kim")
+    h = auth(token)
+    data = os.urandom(24 * MIB)
+    oid = hashlib.sha256(data).hexdigest()
+    if kind == "lfs":
+        repo = "kim/killed"
+        hub.api(token).create_repo(repo)
+        upload = lfs_batch(hub, token, repo, [(oid, len(data))])["objects"][0]["actions"]["upload"]
+        chunk = int(upload["header"]["chunk_size"])
+        for n in range(1, -(-len(data) // chunk) + 1):
+            assert requests.put(upload["header"][str(n)], data=data[(n - 1) * chunk:n * chunk], timeout=60).ok
+        complete_url, body = upload["href"], json.dumps({"oid": oid, "parts": []}).encode()
+        headers = {"Accept": LFS_JSON, "Content-Type": LFS_JSON}
+    else:
+        _, complete_url = _send_volume_upload(hub, h, "run/ckpt-7.pt", data)
+        body, headers = b"{}", {"Content-Type": "application/json"}
+
+    held, release = hub.proxy.hold_request(b"POST ", "uploadId=")
+    def first_completion() -> None:
+        with contextlib.suppress(requests.RequestException):  # (its server is killed under it)
+            requests.post(complete_url, data=body, headers=h | headers, timeout=120)
+
+    t = threading.Thread(target=first_completion, daemon=True)
+    t.start()
+    try:
+        assert held.wait(30), "the hub never asked the store to assemble the parts"
+        master = psutil.Process(hub.proc.pid)
+        for p in [master] + master.children(recursive=True):
+            p.kill()
+        hub.proc.wait(10)
+    finally:
+        release.set()  # (the store may assemble the parts now: the new server copes either way)
+        t.join(30)
+    old_url = hub.url
+    hub.env = hub.env | {"HUB_UPLOAD_STALE": "10"}
+    hub.start(hub.data_dir / "server-after-kill.log")
+    complete_url = complete_url.replace(old_url, hub.url)
+
+    r = requests.post(complete_url, data=body, headers=h | headers, timeout=60)
+    assert r.status_code == 409, r.text
+    assert r.headers.get("X-Error-Code") == "CompletionInProgress" and r.headers.get("Retry-After"), r.headers
+    assert "retry" in r.text and "lost" in r.text, r.text
+
+    started = time.monotonic()
+    done = HubClient(hub.url, token).request("POST", complete_url, body=body, headers=headers,
+                                             retry=COMPLETE_RETRY)
+    assert time.monotonic() - started < 60
+    if kind == "lfs":
+        assert json.loads(done.data)["oid"] == oid
+        again = lfs_batch(hub, token, repo, [(oid, len(data))])["objects"][0]
+        assert "actions" not in again, f"the hub does not hold the bytes for kim: {again}"
+        monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+        hub.api(token).upload_file(path_or_fileobj=data, path_in_repo="weights.bin", repo_id=repo)
+        got = requests.get(f"{hub.url}/{repo}/resolve/main/weights.bin", headers=h, timeout=60)
+    else:
+        assert json.loads(done.data)["sha256"] == oid
+        got = requests.get(f"{hub.url}/api/volume/files/run/ckpt-7.pt", headers=h, timeout=60)
+    assert got.status_code == 200 and got.content == data
+
+
 @pytest.fixture
 def small_disk_hub(tmp_path_factory):
     """A hub (SQLite) whose object directory is a 96 MiB tmpfs of its own, so the store can really

@@ -395,6 +395,27 @@ def test_it_expires_idle_sessions_and_releases_their_reservations(hub, alice):
     assert multipart_uploads(hub) == open_before
 
 
+def test_the_sweep_ends_an_old_session_whose_completion_died_and_releases_its_reservation(hub, alice):
+    """A completion claimed the session and its server died (the state such a death leaves is written
+    here; tests/test_faults.py kills a real server mid-completion). Past its expiry, the periodic task
+    reopens and ends it like any idle session: reservation released, parts freed in the store."""
+    open_before = multipart_uploads(hub)
+    data = os.urandom(PART + 5)
+    session = alice.create("claimed.bin", data).json()
+    alice.send_parts(session, data)
+    assert alice.quota()["reserved"] == len(data)
+    out = hub.manage("shell", "-c", (
+        "from datetime import timedelta; from django.utils import timezone; "
+        "from hub.repos.models import UploadSession; from hub.volumes.tasks import expire_volume_sessions; "
+        f"UploadSession.objects.filter(pk='{session['id']}').update(state='done', lease='dead-worker', "
+        "claimed=timezone.now() - timedelta(hours=1), expires=timezone.now() - timedelta(minutes=1)); "
+        "print(expire_volume_sessions.delay().get())")).stdout
+    assert out.strip().splitlines()[-1] == "1"
+    assert alice.quota()["reserved"] == 0
+    assert alice.status(session["id"]).status_code == 404
+    assert multipart_uploads(hub) == open_before
+
+
 def test_it_takes_the_sha256_at_completion_so_clients_hash_while_uploading(hub, alice):
     data = os.urandom(2 * PART + 7)
     before = stored_objects(hub, "")

@@ -632,14 +632,14 @@ def lfs_part(request: HttpRequest, token: str) -> HttpResponse:
 def lfs_complete(request: HttpRequest, token: str) -> JsonResponse:
     claims = _unsign(token, max_age=86400)
     session = UploadSession.objects.filter(pk=claims["s"]).first()
-    if session is not None and session.state == UploadSession.DONE:
+    if session is not None:
+        session = blobs.revive(session)  # (a completion whose worker died: open again)
+    if session is not None and session.state == UploadSession.DONE and not blobs.completing(session):
         # Completed already (a retry after a lost answer): say so — but only once the bytes are in.
-        # A completion still hashing, or one whose worker died midway, has claimed the session too.
         if blobs.stored_blob(session.sha256) is not None:
             return JsonResponse({"oid": session.sha256, "size": session.size}, content_type=LFS_JSON)
-        raise Conflict("another request is completing this upload, or its completion was interrupted: retry in "
-                       "a few seconds, and if this persists upload the file again")
-    session = blobs.access_session(claims["s"])
+        raise Conflict("this upload's bytes are no longer stored; upload the file again")
+    session = blobs.access_session(claims["s"])  # (409, retry, while another completion is under way)
     data = read_json(request)
     if data.get("oid") not in (None, session.sha256):
         raise BadRequest("the oid does not match this upload")

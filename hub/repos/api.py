@@ -129,6 +129,7 @@ class UploadSessionView(APIView):
         session = UploadSession.objects.filter(pk=upload_id, user=request.user, purpose="lfs").first()
         if session is None:
             raise NotFound("no such upload session (it may belong to someone else or have been cleaned up)")
+        session = blobs.revive(session)  # (a completion whose worker died: open again, parts listed)
         stored: dict[int, tuple[str, int]] = {}
         part_urls: dict[str, str] = {}
         complete_url = None

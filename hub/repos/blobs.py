@@ -5,15 +5,16 @@ import functools
 import hashlib
 import io
 import logging
+import threading
 import time
 import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, connections, transaction
 from django.utils import timezone
 
-from hub.errors import BadRequest, BlobCorrupt, NotFound, UnprocessableEntity
+from hub.errors import BadRequest, BlobCorrupt, CompletionInProgress, NotFound, UnprocessableEntity
 from hub.repos.models import Blob, BlobProof, UploadSession
 from storage.objectstore import (
     ObjectMissingError,
@@ -300,7 +301,12 @@ def open_session(*, sha256: str, size: int, repo=None, user=None) -> UploadSessi
 
 
 def access_session(session_id: str) -> UploadSession:
+    """The open session by id; 409 (retry) while a completion of it is under way."""
     session = UploadSession.objects.filter(pk=session_id).first()
+    if session is not None:
+        session = revive(session)
+        if completing(session):
+            raise CompletionInProgress(settings.HUB_UPLOAD_STALE)
     if session is None or session.state != UploadSession.OPEN or session.expires < timezone.now():
         raise NotFound("this upload session does not exist or has expired; start the upload again")
     return session
@@ -336,7 +342,9 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
     going away (or running out of room) does not: the session is open again, and a retry picks up
     where this one stopped — the parts if they were not assembled yet, else the assembled object,
     hashed again (the store may have assembled them and then failed, or its answer may have been
-    lost). So no byte a client sent is lost to an outage or a full store."""
+    lost). A completion whose worker dies midway holds its claim only while its heartbeat lasts
+    (`_Claim`, `revive`): then the session reopens in the same way. So no byte a client sent is lost
+    to an outage, a full store or a dead server; meanwhile other completions answer 409, retry."""
     store = object_store()
     try:
         stored = store.list_parts(session.key, session.store_upload_id)
@@ -345,7 +353,6 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
     if stored is None:
         if store.size(session.key) != session.size:
             raise ObjectMissingError(session.key)
-        _claim(session)
     else:
         expected = session.part_count
         missing = [n for n in range(1, expected + 1) if n not in stored]
@@ -354,52 +361,135 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
         for n, (_etag, size) in stored.items():
             if n <= expected and size != part_length(session, n):
                 raise BadRequest(f"part {n} has {size} bytes, expected {part_length(session, n)}")
-        _claim(session)
-        # Use the store's own ETags: clients may quote them differently.
-        ordered = [(n, stored[n][0] or dict(parts or []).get(n, "")) for n in range(1, expected + 1)]
+    _claim(session)
+    with _Claim(session) as claim:
+        if stored is not None:
+            # Use the store's own ETags: clients may quote them differently.
+            ordered = [(n, stored[n][0] or dict(parts or []).get(n, "")) for n in range(1, session.part_count + 1)]
+            try:
+                store.complete_multipart(session.key, session.store_upload_id, ordered)
+            except StoreUnavailableError:
+                _reopen(session)
+                raise
+            except BaseException as err:
+                _end_claimed(session)
+                if isinstance(err, StoreRefusedError):
+                    raise UnprocessableEntity(f"the object store would not assemble the uploaded parts ({err}); "
+                                              "this upload has ended: start it again") from err
+                if isinstance(err, ObjectMissingError):
+                    raise NotFound("this upload's parts are gone from the object store; start the upload "
+                                   "again") from err
+                raise
         try:
-            store.complete_multipart(session.key, session.store_upload_id, ordered)
+            digest, actual = store.sha256(session.key)
+            if actual != session.size or (session.sha256 and digest != session.sha256):
+                raise UnprocessableEntity(
+                    f"object {session.sha256 or '(no sha256 given)'}: the uploaded bytes ({actual} bytes, "
+                    f"expected {session.size}) hash to {digest}; upload the right file again")
+            claim.check()  # (a completion that lost its claim leaves the rest to the one that took it)
+            if not session.sha256:  # the client left the hashing to us: the stored bytes define it
+                session.sha256 = digest
+                UploadSession.objects.filter(pk=session.pk).update(sha256=digest)
+            blob = _install(store, session.key, session.sha256, session.size, session.user)
+        except CompletionInProgress:
+            raise
         except StoreUnavailableError:
             _reopen(session)
             raise
-        except BaseException as err:
+        except BaseException:
             _end_claimed(session)
-            if isinstance(err, StoreRefusedError):
-                raise UnprocessableEntity(f"the object store would not assemble the uploaded parts ({err}); "
-                                          "this upload has ended: start it again") from err
-            if isinstance(err, ObjectMissingError):
-                raise NotFound("this upload's parts are gone from the object store; start the upload again") from err
             raise
-    try:
-        digest, actual = store.sha256(session.key)
-        if actual != session.size or (session.sha256 and digest != session.sha256):
-            raise UnprocessableEntity(
-                f"object {session.sha256 or '(no sha256 given)'}: the uploaded bytes ({actual} bytes, "
-                f"expected {session.size}) hash to {digest}; upload the right file again")
-        if not session.sha256:  # the client left the hashing to us: the stored bytes define it
-            session.sha256 = digest
-            UploadSession.objects.filter(pk=session.pk).update(sha256=digest)
-        blob = _install(store, session.key, session.sha256, session.size, session.user)
-    except StoreUnavailableError:
-        _reopen(session)
-        raise
-    except BaseException:
-        _end_claimed(session)
-        raise
+    UploadSession.objects.filter(pk=session.pk, lease=session.lease).update(lease="")  # finished
     if key_of(blob) != session.key:
         store.delete(session.key)
     return blob
 
 
 def _claim(session: UploadSession) -> None:
-    if not UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(state=UploadSession.DONE):
-        raise NotFound("this upload session was already completed or aborted")
+    """OPEN → DONE under a lease of this completion's own (see UploadSession.lease)."""
+    lease = uuid.uuid4().hex
+    if UploadSession.objects.filter(pk=session.pk, state=UploadSession.OPEN).update(
+            state=UploadSession.DONE, lease=lease, claimed=timezone.now()):
+        session.state, session.lease = UploadSession.DONE, lease
+        return
+    now = UploadSession.objects.filter(pk=session.pk).first()
+    if now is not None and completing(now):
+        raise CompletionInProgress(settings.HUB_UPLOAD_STALE)
+    raise NotFound("this upload session was already completed or aborted")
+
+
+def completing(session: UploadSession) -> bool:
+    """A completion of this session is under way (claimed, and its worker is alive as far as we know)."""
+    return session.state == UploadSession.DONE and bool(session.lease)
+
+
+class _Claim:
+    """Keeps a claimed session's `claimed` time fresh while its completion runs — a thread writes
+    it every HUB_UPLOAD_STALE/5 seconds — so that other requests can tell a slow completion (a
+    large object takes minutes to verify) from one whose worker died (see `revive`)."""
+
+    def __init__(self, session: UploadSession) -> None:
+        self.session = session
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"upload-{session.pk}-claim", daemon=True)
+
+    def __enter__(self) -> _Claim:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def check(self) -> None:
+        """Raises CompletionInProgress if another completion took this session over."""
+        if self.lost:
+            raise CompletionInProgress(settings.HUB_UPLOAD_STALE)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(max(0.2, settings.HUB_UPLOAD_STALE / 5)):
+                try:
+                    if not UploadSession.objects.filter(pk=self.session.pk, state=UploadSession.DONE,
+                                                        lease=self.session.lease).update(claimed=timezone.now()):
+                        self.lost = True
+                        log.warning("upload session %s: another completion took it over", self.session.pk)
+                        return
+                except DatabaseError as err:  # the next beat tries again
+                    log.warning("upload session %s: could not renew its claim: %s", self.session.pk, err)
+        finally:
+            connections.close_all()  # (this thread's own connections)
+
+
+def revive(session: UploadSession) -> UploadSession:
+    """A completion that claimed this session and then went silent for HUB_UPLOAD_STALE seconds lost
+    its worker (killed, out of memory, its machine gone): the session is open again, with every part
+    the client sent, so that a retry completes it. If it got as far as recording the blob (for this
+    user), the session is simply finished. Returns the session as it is now."""
+    if not completing(session):
+        return session
+    stale = timezone.now() - timedelta(seconds=settings.HUB_UPLOAD_STALE)
+    if session.claimed is not None and session.claimed >= stale:
+        return session
+    mine = UploadSession.objects.filter(pk=session.pk, state=UploadSession.DONE, lease=session.lease)
+    if session.sha256 and stored_blob(session.sha256) is not None and (
+            session.user_id is None or BlobProof.objects.filter(user_id=session.user_id, blob_id=session.sha256).exists()):
+        mine.update(lease="")
+    elif mine.update(state=UploadSession.OPEN, lease="", claimed=None):
+        log.warning("upload session %s: the completion that claimed it went silent at %s; open again for a retry",
+                    session.pk, session.claimed)
+    session.refresh_from_db()
+    return session
 
 
 def _end_claimed(session: UploadSession) -> None:
     """The completion cannot succeed (not an outage): the claimed session ends as an abort does, its
-    bytes freed in the store. Its reservation is released by the volume API or the expiry sweep."""
-    UploadSession.objects.filter(pk=session.pk).update(state=UploadSession.ABORTED)
+    bytes freed in the store. Its reservation is released by the volume API or the expiry sweep.
+    (Unless another completion took it over meanwhile: then it is that one's.)"""
+    if not UploadSession.objects.filter(pk=session.pk, lease=session.lease).update(
+            state=UploadSession.ABORTED, lease=""):
+        return
     try:
         _drop_session_bytes(session)
     except Exception as err:  # noqa: BLE001 — the error that ended it matters more; GC frees leftovers
@@ -408,7 +498,8 @@ def _end_claimed(session: UploadSession) -> None:
 
 def _reopen(session: UploadSession) -> None:
     """The store failed mid-completion: the session is open again for a retry (or for expiry)."""
-    UploadSession.objects.filter(pk=session.pk, state=UploadSession.DONE).update(state=UploadSession.OPEN)
+    UploadSession.objects.filter(pk=session.pk, state=UploadSession.DONE, lease=session.lease).update(
+        state=UploadSession.OPEN, lease="", claimed=None)
 
 
 def abort_session(session: UploadSession) -> bool:
@@ -439,6 +530,9 @@ def expire_sessions(limit: int = 1000) -> int:
     from hub.quotas import services as quotas
 
     n = 0
+    stale = timezone.now() - timedelta(seconds=settings.HUB_UPLOAD_STALE)
+    for session in UploadSession.objects.filter(state=UploadSession.DONE, claimed__lt=stale).exclude(lease="")[:limit]:
+        revive(session)  # (a completion whose worker died: open again, and expired below if it is old)
     expired = UploadSession.objects.select_related("reservation").filter(
         state=UploadSession.OPEN, expires__lt=timezone.now())[:limit]
     for session in expired:

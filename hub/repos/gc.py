@@ -43,8 +43,14 @@ class Report:
         return self.__dict__.copy()
 
 
+def _live_sessions():
+    """Upload sessions whose bytes must stay: open ones, and those a completion is working on (or
+    whose completion died: they reopen, see blobs.revive)."""
+    return UploadSession.objects.filter(Q(state=UploadSession.OPEN) | Q(state=UploadSession.DONE, lease__gt=""))
+
+
 def _unreferenced():
-    open_sessions = UploadSession.objects.filter(state=UploadSession.OPEN, sha256=OuterRef("sha256"))
+    open_sessions = _live_sessions().filter(sha256=OuterRef("sha256"))
     return (Blob.objects.annotate(in_repo=Exists(RepoBlob.objects.filter(blob=OuterRef("pk"))),
                                   in_volume=Exists(VolumeEntry.objects.filter(blob=OuterRef("pk"))),
                                   uploading=Exists(open_sessions))
@@ -89,7 +95,7 @@ def collect_orphans(grace: timedelta, *, dry_run: bool = False) -> tuple[int, in
     aborts multipart uploads no open session owns. Returns (objects, uploads)."""
     store = blobs.object_store()
     cutoff = time.time() - grace.total_seconds()
-    live_sessions = set(UploadSession.objects.filter(state=UploadSession.OPEN).values_list("key", flat=True))
+    live_sessions = set(_live_sessions().values_list("key", flat=True))
     objects = uploads = 0
     batch: list[str] = []
 
@@ -110,7 +116,7 @@ def collect_orphans(grace: timedelta, *, dry_run: bool = False) -> tuple[int, in
                 if len(batch) >= 1000:
                     objects += flush()
     objects += flush()
-    live_ids = set(UploadSession.objects.filter(state=UploadSession.OPEN).values_list("store_upload_id", flat=True))
+    live_ids = set(_live_sessions().values_list("store_upload_id", flat=True))
     for key, upload_id, started in store.list_uploads(""):
         if started < cutoff and upload_id not in live_ids:
             if not dry_run:

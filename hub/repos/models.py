@@ -197,6 +197,12 @@ class UploadSession(models.Model):
                                     related_name="+")
     created = models.DateTimeField(auto_now_add=True)
     expires = models.DateTimeField()
+    # A completion claims the session (OPEN → DONE) with a lease of its own and keeps `claimed` fresh
+    # while it assembles and verifies the bytes; the lease is cleared once the blob is recorded. A
+    # DONE session still holding a lease whose `claimed` went stale lost its worker: it reopens
+    # (hub.repos.blobs.revive) so that a retry completes it from the parts already sent.
+    lease = models.CharField(max_length=32, blank=True, default="")
+    claimed = models.DateTimeField(null=True, blank=True)
 
     @property
     def part_count(self) -> int:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import BinaryIO
 
+from django.conf import settings
 from django.utils import timezone
 
-from hub.errors import BadRequest, NotFound
+from hub.errors import BadRequest, CompletionInProgress, NotFound
 from hub.quotas import services as quotas
 from hub.quotas.models import Reservation
 from hub.repos import blobs
@@ -118,6 +119,10 @@ def access_upload(user, session_id: str, *, open_only: bool = True) -> UploadSes
         pk = None
     session = (UploadSession.objects.select_related("reservation")
                .filter(pk=pk, purpose=PURPOSE, user=user).first() if pk else None)
+    if session is not None and open_only:
+        session = blobs.revive(session)
+        if blobs.completing(session):
+            raise CompletionInProgress(settings.HUB_UPLOAD_STALE)
     if session is None or (open_only and (session.state != UploadSession.OPEN
                                           or session.expires < timezone.now())):
         raise NotFound("this upload session does not exist or has ended; start the upload again")
@@ -176,10 +181,13 @@ def do_complete(volume: Volume, session: UploadSession, sha256: str | None = Non
     start or here) must match it, which also checks the bytes end to end. Missing or wrong-length parts leave the session open to be fixed; bytes that hash
     wrong end it. Completing a session twice returns the file it wrote."""
     path = session.target["path"]
+    session = blobs.revive(session)  # (a completion whose worker died: open again)
     if session.state == UploadSession.DONE:
         entry = services.resolve(volume, path)
         if entry is not None and entry.blob_id == session.sha256:
             return entry
+        if blobs.completing(session):
+            raise CompletionInProgress(settings.HUB_UPLOAD_STALE)
         raise NotFound("this upload session has ended; start the upload again")
     if session.state != UploadSession.OPEN:
         raise NotFound("this upload session was aborted; start the upload again")
