@@ -371,6 +371,9 @@ def test_it_manages_instances_and_their_mounts(site, page, unique) -> None:
     page.click("#register button")
     assert "Registered gpu-01" in page.locator("#new-instance").inner_text()
     instance_token = page.locator("#new-instance .token").inner_text().strip()
+    # The command shown is the one the agent takes (it read HUB_TOKEN, which `hub mount --auto` ignores).
+    command = page.locator("#new-instance .mount-command").inner_text().strip()
+    assert command == f"HUB_ENDPOINT={site.url} HUB_INSTANCE_TOKEN=<that token> hub mount --auto", command
     box = page.locator("section.instance[data-name='gpu-01']")
     assert "/mnt/hub/datasets/scikit-learn/iris" in box.inner_text()
     spec = requests.get(f"{site.url}/api/instances/spec", headers={"Authorization": f"Bearer {instance_token}"},

@@ -17,6 +17,7 @@ from hub.accounts.middleware import limit_failures, limit_token_creation
 from hub.catalog import services as catalog
 from hub.config import format_size
 from hub.errors import BadRequest, TooManyRequests
+from hub.hfapi.views import base_url
 from hub.instances import services as instances
 from hub.quotas import services as quotas
 from hub.repos import blobs, serving
@@ -195,7 +196,7 @@ def instance_list(request: HttpRequest) -> HttpResponse:
     rows = list(instances.instances_of(actor).order_by("revoked_at", "name"))
     return render(request, "web/account/instances.html", {
         "section": "instances", "instances": rows, "new_instance": request.session.pop("new_instance", None),
-        "mount_root": "/mnt/hub"})
+        "mount_root": "/mnt/hub", "endpoint": base_url(request)})
 
 
 @login_required
