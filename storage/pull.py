@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import blobcache
-from storage.client import DATASET, HubClient, UsageError
+from storage.client import DATASET, HubClient, HubClientError, UsageError
 from storage.progress import Progress
 from storage.transfer import (
     SMALL_FILE,
@@ -235,6 +235,8 @@ def pull(client: HubClient, repo_type: str, repo_id: str, *, revision: str | Non
     pages = client.manifest(repo_type, repo_id, revision, include=list(include), exclude=list(exclude),
                             limit=5000)
     first = next(pages)
+    if first.get("notice"):  # a catalog entry whose files are not on the hub yet: nothing to pull
+        raise HubClientError(f"nothing to pull: {first['notice']}", code="NotMirrored")
     commit, resolved_rev = first["commit"], first["revision"]
     if local_dir is not None:
         layout: CacheLayout | LocalDirLayout = LocalDirLayout(Path(local_dir), commit)

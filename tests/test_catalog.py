@@ -252,6 +252,47 @@ def test_the_samples_load_with_transformers_against_the_hub(hub, tmp_path) -> No
     assert result["rows"] == 150 and result["header"].startswith("sepal length (cm),")
 
 
+def test_an_entry_not_mirrored_yet_says_so_wherever_its_files_are_asked_for(hub, unique, tmp_path) -> None:
+    """Pulling, downloading or mounting a catalog entry whose files are not on the hub yet found no
+    files and said nothing (`hub pull` "pulled 1 files"); now the manifest, the download 404, `hub
+    pull` (which fails) say what the web page says: not mirrored yet, its size, how to mirror it. A
+    user's own empty repo is not an unmirrored entry: it pulls (nothing) without a word."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    from tests.test_cli import client_env, failed, ok, run
+
+    org = f"upstream-{unique}"
+    path = tmp_path / "catalog.yaml"
+    path.write_text(yaml.safe_dump({"datasets": [], "models": [
+        _entry(f"{org}/big-model", "Big model", base_model="", parameters="6B", size_bytes=12_500_000_000,
+               file_count=15)]}))
+    hub.manage("seed_catalog", "--file", str(path), "--no-samples")
+    token = hub.cached_token(f"carol-{unique}")
+
+    first = requests.get(f"{hub.url}/api/v1/repos/model/{org}/big-model/manifest", timeout=30).json()
+    notice = first["notice"]
+    assert "not on this hub yet" in notice and "12.5 GB" in notice and "15 files" in notice, notice
+    assert f"manage.py mirror {org}/big-model" in notice, notice
+
+    with pytest.raises(EntryNotFoundError) as err:
+        hf_hub_download(f"{org}/big-model", "config.json", endpoint=hub.url, cache_dir=tmp_path / "hf", token=False)
+    assert "not on this hub yet" in str(err.value), err.value
+
+    env = client_env(hub, token, tmp_path)
+    line = failed(run(env, "pull", f"{org}/big-model", "--local-dir", str(tmp_path / "out")),
+                  "nothing to pull", "not on this hub yet", "mirror")
+    assert "12.5 GB" in line
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+    own = f"carol-{unique}/scratch"
+    hub.api(token).create_repo(own)
+    assert requests.get(f"{hub.url}/api/v1/repos/model/{own}/manifest", timeout=30,
+                        headers={"Authorization": f"Bearer {token}"}).json()["notice"] is None
+    proc = ok(run(env, "pull", own, "--local-dir", str(tmp_path / "own")))
+    assert "not on this hub" not in proc.stderr
+
+
 def _empty_catalog(tmp_path):
     path = tmp_path / "empty.yaml"
     path.write_text("datasets: []\nmodels: []\n")

@@ -483,6 +483,25 @@ def is_mirrored(repo: Repo) -> bool:
     return repo.file_count > 1 or repo.total_size > len(repos.GITATTRIBUTES)
 
 
+def not_mirrored_notice(repo: Repo) -> str | None:
+    """For a catalog entry whose files are not on this hub yet, what its page says, in one sentence
+    (for the API, `hub pull`, mounts and downloads that would otherwise just find no files); None
+    for anything else, a user's own empty repo included."""
+    if is_mirrored(repo):
+        return None
+    entry = CatalogEntry.objects.filter(repo=repo).values("upstream_size", "upstream_files").first()
+    if entry is None:
+        return None
+    upstream = ""
+    if entry["upstream_size"]:
+        upstream = f" (upstream: about {format_size(entry['upstream_size'])}"
+        upstream += f" in {entry['upstream_files']:,} files)" if entry["upstream_files"] else ")"
+    dataset = repo.type == Repo.DATASET
+    return (f"{'datasets/' if dataset else ''}{repo.repo_id} is in this hub's catalog, but its files are not on "
+            f"this hub yet{upstream}; ask an operator to mirror it (python manage.py mirror {repo.repo_id}"
+            f"{' --type dataset' if dataset else ''})")
+
+
 class _LRU:
     def __init__(self, capacity: int) -> None:
         self.capacity, self.items, self.lock = capacity, OrderedDict(), threading.Lock()

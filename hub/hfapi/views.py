@@ -18,6 +18,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from hub.accounts.services import user_orgs
+from hub.catalog.services import not_mirrored_notice
 from hub.cursors import decode_cursor, encode_cursor
 from hub.errors import (
     BadRequest,
@@ -424,7 +425,13 @@ def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, pat
     repo = _repo(request, prefix, ns, name)
     services.check_gate(Actor.from_request(request), repo)
     commit = services.resolve_revision(repo, rev)
-    entry = services.file_at(repo, commit, path)
+    try:
+        entry = services.file_at(repo, commit, path)
+    except EntryNotFound as err:
+        notice = not_mirrored_notice(repo)
+        if notice:
+            raise EntryNotFound(f"{err.message}: {notice}", headers=err.headers) from None
+        raise
     etag = entry.ref if entry.lfs else entry.git_oid
     headers = {
         "X-Repo-Commit": commit.oid,

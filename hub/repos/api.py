@@ -22,6 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hub.catalog.services import not_mirrored_notice
 from hub.cursors import decode_cursor, encode_cursor
 from hub.errors import BadRequest, NotFound, Unauthorized
 from hub.repos import blobs, manifest, services
@@ -47,6 +48,8 @@ ManifestSchema = inline_serializer("Manifest", {
     "files": inline_serializer("ManifestFile", MANIFEST_FILE, many=True),
     "next": serializers.CharField(allow_null=True, help_text="cursor of the next page; null on the last"),
     "expires_in": serializers.IntegerField(help_text="seconds the URLs stay valid"),
+    "notice": serializers.CharField(allow_null=True, required=False, help_text=(
+        "on the first page, for a catalog entry whose files are not mirrored to this hub yet: what to do")),
 })
 UploadSchema = inline_serializer("UploadSession", {
     "upload_id": serializers.UUIDField(),
@@ -108,8 +111,11 @@ class ManifestView(APIView):
                                       fallback=lambda f: resolve + quote(f.path))
         files = [{"path": f.path, "size": f.entry.size, "sha256": f.entry.ref, "lfs": f.entry.lfs,
                   "etag": f.etag, "url": url} for f, url in zip(page.files, urls, strict=True)]
-        resp = Response({"repo": repo.repo_id, "type": repo.type, "revision": revision, "commit": commit.oid,
-                         "files": files, "next": encode_cursor(page.after), "expires_in": settings.HUB_PRESIGN_SECONDS})
+        body = {"repo": repo.repo_id, "type": repo.type, "revision": revision, "commit": commit.oid,
+                "files": files, "next": encode_cursor(page.after), "expires_in": settings.HUB_PRESIGN_SECONDS}
+        if not params.get("cursor"):
+            body["notice"] = not_mirrored_notice(repo)
+        resp = Response(body)
         resp["X-Repo-Commit"] = commit.oid
         resp["Cache-Control"] = "private, no-store"  # URLs inside are capabilities
         return resp

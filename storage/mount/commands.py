@@ -112,6 +112,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
     else:
         commit = client.resolve_commit(hp.repo_type, hp.repo_id, args.revision or hp.revision)
         what = f"{hp.repo_type}s/{hp.repo_id}@{commit}"
+        notice = next(client.manifest(hp.repo_type, hp.repo_id, commit, limit=1)).get("notice")
+        if notice:  # (it mounts all the same: the files appear once mirrored and mounted again)
+            _say(f"warning: {notice}")
     mountpoint = system.prepare_mountpoint(args.path)
     if args.foreground:
         return serve(what, mountpoint, client=client, log_file=args.log_file, ready_fd=args.ready_fd,

@@ -93,6 +93,8 @@ class RepoTree:
         items: list[tuple[dict, float]] = []
         pages = self.client.manifest(self.repo_type, self.repo_id, self.commit, limit=MANIFEST_PAGE)
         for n, page in enumerate(pages, 1):
+            if n == 1 and page.get("notice"):  # a catalog entry not mirrored yet: say why it is empty
+                log.warning("%s", page["notice"])
             until = time.monotonic() + page.get("expires_in", 900) * URL_MARGIN
             items.extend((item, until) for item in page["files"])
             if page.get("next") and n >= MANIFEST_PAGES:
