@@ -52,6 +52,27 @@ def test_a_malformed_seed_file_is_refused_with_the_entry_named(tmp_path) -> None
         seed.load(bad)
 
 
+def test_the_sample_datasets_cards_state_their_files_shape(tmp_path) -> None:
+    """Each generated dataset card says how many rows and columns its CSV has, and its size
+    category: those figures must be the files' own (they were one column short, and the 1,797
+    digits were tagged n<1K)."""
+    import csv
+
+    from hub.catalog import samples
+
+    for sample in samples.SAMPLES:
+        if sample.type != "dataset":
+            continue
+        files = sample.build()
+        card = files["README.md"].decode()
+        table = list(csv.reader(next(v for k, v in files.items() if k.endswith(".csv")).decode().splitlines()))
+        rows, columns = len(table) - 1, len(table[0])
+        stated = re.search(r"^(\d+) rows, (\d+) columns", card, re.M)
+        assert stated and (int(stated[1]), int(stated[2])) == (rows, columns), (sample.repo_id, stated, rows, columns)
+        category = yaml.safe_load(card.split("---")[1])["size_categories"][0]
+        assert category == ("n<1K" if rows < 1000 else "1K<n<10K"), (sample.repo_id, category, rows)
+
+
 def _entry(repo_id: str, title: str, **kw) -> dict:
     return {"repo_id": repo_id, "title": title, "summary": f"About {title}.", "license": "mit",
             "tasks": ["text-generation"], "modality": ["text"], "languages": ["zh", "en"], "size_bytes": 123_000_000,

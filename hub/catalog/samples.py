@@ -71,6 +71,14 @@ def _table(loader: str, label_names: bool) -> tuple[list[str], list[list], str]:
     return columns, rows, bunch.DESCR
 
 
+def _size_category(rows: int) -> str:
+    """The Hub's size_categories tag for a number of rows."""
+    for limit, tag in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if rows < limit:
+            return tag
+    return "n>1M"
+
+
 def _csv(columns: list[str], rows: list[list]) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -101,7 +109,7 @@ pretty_name: {title}
 task_categories:
 - tabular-classification
 size_categories:
-- n<1K
+- {_size_category(len(rows))}
 configs:
 - config_name: default
   data_files:
@@ -110,7 +118,7 @@ configs:
 ---
 # {title}
 
-{len(rows)} rows, {len(columns) - 1} columns: the `{loader.removeprefix("load_")}` data set that scikit-learn
+{len(rows)} rows, {len(columns)} columns ({len(columns) - (2 if label_names else 1)} features, `target`{" and `label`" if label_names else ""}): the `{loader.removeprefix("load_")}` data set that scikit-learn
 ships inside its package (`sklearn.datasets.{loader}()`, scikit-learn {sklearn.__version__}), as
 `{stem}.csv` and as Parquet under `data/`. `target` is the class number{", `label` its name" if label_names else ""}.
 
