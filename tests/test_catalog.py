@@ -314,6 +314,28 @@ def test_an_entry_not_mirrored_yet_says_so_wherever_its_files_are_asked_for(hub,
     assert "not on this hub" not in proc.stderr
 
 
+def test_a_users_own_empty_repo_is_not_shown_as_an_unmirrored_entry(hub, unique, tmp_path) -> None:
+    """A repo someone just created has no files yet; it is not a catalog entry waiting to be mirrored
+    (its page said "not mirrored", "Use it once mirrored", and named hub://datasets/NS/NAME/ as a file
+    to open). Its fsspec snippet lists it instead, and runs."""
+    import html
+
+    from tests.test_cli import client_env
+
+    owner = f"dan-{unique}"
+    token = hub.cached_token(owner)
+    hub.api(token).create_repo(f"{owner}/fresh", repo_type="dataset")
+    page = requests.get(f"{hub.url}/datasets/{owner}/fresh", timeout=30).text
+    assert "no files yet" in page and "not mirrored" not in page and "once mirrored" not in page
+    listing = requests.get(f"{hub.url}/datasets", params={"q": owner}, timeout=30).text
+    assert f"{owner}/fresh" in listing and "no files yet" in listing and "not mirrored</span>" not in listing
+    snippet = html.unescape(re.search(r"fsspec / pandas URL</div><pre><code>(.*?)</code>", page, re.S)[1])
+    assert f'fs.ls("datasets/{owner}/fresh")' in snippet, snippet
+    proc = subprocess.run([sys.executable, "-c", snippet], env=client_env(hub, token, tmp_path),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and ".gitattributes" in proc.stdout, proc.stderr[-2000:]
+
+
 def _empty_catalog(tmp_path):
     path = tmp_path / "empty.yaml"
     path.write_text("datasets: []\nmodels: []\n")

@@ -595,9 +595,12 @@ def snippets(repo: Repo, base_url: str, example_file: str | None) -> Snippets:
                   f"from transformers import AutoModel, AutoTokenizer\n"
                   f"tokenizer = AutoTokenizer.from_pretrained(\"{rid}\")\n"
                   f"model = AutoModel.from_pretrained(\"{rid}\")")
-        url = f"hub://models/{rid}/{example_file or 'config.json'}"
+        url = f"hub://models/{rid}/{example_file or ''}"
         mount = f"/mnt/hub/models/{rid}"
-    fsspec = f"import fsspec\nwith fsspec.open(\"{url}\", \"rb\") as f:\n    head = f.read(1024)"
+    if url.endswith("/"):  # no file to name (an empty repo): list it
+        fsspec = f"import fsspec\nfs = fsspec.filesystem(\"hub\")\nprint(fs.ls(\"{url.removeprefix('hub://').rstrip('/')}\"))"
+    else:
+        fsspec = f"import fsspec\nwith fsspec.open(\"{url}\", \"rb\") as f:\n    head = f.read(1024)"
     return Snippets(pull, python, fsspec, mount)
 
 

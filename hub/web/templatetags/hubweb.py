@@ -80,6 +80,7 @@ def options(choices, selected: str, empty: str = "") -> SafeString:
 _BADGE_PRIVATE = '<span class="badge private">private</span> '
 _BADGE_READY = '<span class="badge ready">ready</span>'
 _BADGE_PENDING = '<span class="badge pending" title="Only the metadata is on this hub">not mirrored</span>'
+_BADGE_EMPTY = '<span class="badge empty">no files yet</span>'  # a repo of its own, not a catalog entry
 
 
 @register.simple_tag
@@ -87,7 +88,8 @@ def repo_card(r) -> SafeString:
     """One result card of a list (a services.CardRow). Built in Python with the standard library's
     escape: thirty included templates were a third of a list page's time, format_html half of what
     was left. "updated … ago" is computed at each render."""
-    badges = (_BADGE_PRIVATE if r.private else "") + (_BADGE_READY if r.mirrored else _BADGE_PENDING)
+    badges = (_BADGE_PRIVATE if r.private else "") + (
+        _BADGE_READY if r.mirrored else _BADGE_PENDING if r.entry is not None else _BADGE_EMPTY)
     parts = [f'<div class="card">\n  <div class="title">\n    <a href="{escape(r.url)}">{escape(r.repo_id)}</a>\n'
              f'    {badges}\n  </div>']
     meta: list[str] = []
