@@ -336,6 +336,33 @@ def test_a_users_own_empty_repo_is_not_shown_as_an_unmirrored_entry(hub, unique,
     assert proc.returncode == 0 and ".gitattributes" in proc.stdout, proc.stderr[-2000:]
 
 
+def test_a_cards_relative_images_and_links_point_at_the_repos_files(hub, unique) -> None:
+    """A README's `![chart](img/chart.png)` and `[guide](docs/guide.md)` are relative to the repo,
+    as on the Hugging Face Hub; the page put them relative to its own URL (a 404). The image now
+    loads its bytes and the link opens the file's page, at the commit shown; anchors, absolute URLs
+    and javascript: are left alone or removed as before."""
+    owner = f"erin-{unique}"
+    token = hub.cached_token(owner)
+    api = hub.api(token)
+    repo = f"{owner}/pictures"
+    api.create_repo(repo, repo_type="dataset")
+    png = os.urandom(3000)
+    readme = ("# Pictures\n\n![chart](img/chart.png) [guide](./docs/guide.md#setup) [usage](#usage) "
+              "[site](https://example.org/x) <a href=\"javascript:alert(1)\">bad</a>\n")
+    api.upload_file(path_or_fileobj=png, path_in_repo="img/chart.png", repo_id=repo, repo_type="dataset")
+    api.upload_file(path_or_fileobj=b"# Guide", path_in_repo="docs/guide.md", repo_id=repo, repo_type="dataset")
+    head = api.upload_file(path_or_fileobj=readme.encode(), path_in_repo="README.md", repo_id=repo,
+                           repo_type="dataset").oid
+    page = requests.get(f"{hub.url}/datasets/{repo}", timeout=30).text
+    src = re.search(r'<img alt="chart" src="([^"]+)"', page)[1]
+    assert src == f"/datasets/{repo}/resolve/{head}/img/chart.png", src
+    assert requests.get(hub.url + src, timeout=30).content == png
+    link = re.search(r'<a href="([^"]+)"[^>]*>guide</a>', page)[1]
+    assert link == f"/datasets/{repo}/blob/{head}/docs/guide.md#setup", link
+    assert requests.get(hub.url + link.split("#")[0], timeout=30).status_code == 200
+    assert 'href="#usage"' in page and 'href="https://example.org/x"' in page and "javascript:" not in page
+
+
 def _empty_catalog(tmp_path):
     path = tmp_path / "empty.yaml"
     path.write_text("datasets: []\nmodels: []\n")

@@ -4,12 +4,15 @@ the benchmark all go through these."""
 from __future__ import annotations
 
 import itertools
+import posixpath
 import re
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
+from urllib.parse import quote, unquote, urlsplit
 
 import markdown
 import nh3
@@ -520,7 +523,7 @@ class _LRU:
                 self.items.popitem(last=False)
 
 
-_CARDS = _LRU(256)  # rendered cards by the README blob's sha256: the same bytes render the same
+_CARDS = _LRU(256)  # rendered cards by (README blob's sha256, repo@commit): the same bytes render the same
 
 
 @dataclass
@@ -529,25 +532,47 @@ class Card:
     html: str
 
 
-def render_markdown(text: str) -> str:
+def render_markdown(text: str, files: str | None = None) -> str:
     """Markdown to HTML that is safe to embed: raw HTML in the source is sanitized by nh3
-    (scripts, event handlers, javascript: URLs and unknown tags removed)."""
+    (scripts, event handlers, javascript: URLs and unknown tags removed). With `files` (a repo's
+    web path at a commit, e.g. /datasets/ns/name@<oid>), relative links and images point at the
+    repo's files as a card on the Hub does: images at their bytes, links at their page."""
     html = markdown.markdown(text, extensions=["fenced_code", "tables", "sane_lists"], output_format="html")
-    return nh3.clean(html, link_rel="noopener noreferrer nofollow", url_schemes={"http", "https", "mailto"})
+    return nh3.clean(html, link_rel="noopener noreferrer nofollow", url_schemes={"http", "https", "mailto"},
+                     attribute_filter=_repo_links(files) if files else None)
 
 
-def card(commit: Commit) -> Card | None:
-    """The README.md card at this commit: its YAML front matter and its body rendered as safe HTML.
-    None when there is no README (or it is too large to be a card)."""
+def _repo_links(files: str) -> Callable[[str, str, str], str | None]:
+    web, _, oid = files.rpartition("@")
+
+    def rewrite(element: str, attribute: str, value: str) -> str | None:
+        if (element, attribute) not in (("img", "src"), ("a", "href")) or not value or value.startswith(("#", "/")) \
+                or urlsplit(value).scheme or value.startswith("//"):
+            return value
+        parts = urlsplit(value)
+        path = posixpath.normpath(unquote(parts.path).removeprefix("./"))
+        if path.startswith("..") or path == ".":
+            return value  # (outside the repo: left as written)
+        view = "resolve" if element == "img" else "blob"
+        return f"{web}/{view}/{oid}/{quote(path)}" + (f"#{parts.fragment}" if parts.fragment else "")
+
+    return rewrite
+
+
+def card(commit: Commit, web: str | None = None) -> Card | None:
+    """The README.md card at this commit: its YAML front matter and its body rendered as safe HTML,
+    relative links pointing into the repo at `web` (its web path) at this commit. None when there is
+    no README (or it is too large to be a card)."""
     entry = repos.entry_at(commit, repos.README)
     if entry is None or entry.is_dir or entry.size > repos.CARD_MAX_BYTES:
         return None
-    found = _CARDS.get(entry.ref)
+    files = f"{web}@{commit.oid}" if web else None
+    found = _CARDS.get((entry.ref, files))
     if found is None:
         text = blobs.object_store().read_bytes(blobs.key_for(entry.ref)).decode("utf-8", "replace")
         meta, body = repos.split_card(text)
-        found = Card(meta, render_markdown(body))
-        _CARDS.put(entry.ref, found)
+        found = Card(meta, render_markdown(body, files))
+        _CARDS.put((entry.ref, files), found)
     return found
 
 

@@ -71,7 +71,7 @@ def _context(request: HttpRequest, repo: Repo, tab: str, **extra) -> dict:
 def repo_page(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
     repo = _repo(request, prefix, ns, name)
     commit = repos.resolve_revision(repo, None)
-    card = catalog.card(commit)
+    card = catalog.card(commit, catalog.web_path(repo.type, repo.repo_id))
     ctx = _context(request, repo, "card", commit=commit, card=card)
     ctx["facts"] = catalog.card_facts(repo, ctx["entry"], card.meta if card else {})
     ctx["snippets"] = catalog.snippets(repo, base_url(request), catalog.example_file(commit))
