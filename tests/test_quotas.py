@@ -45,6 +45,15 @@ def test_it_reports_limit_usage_and_consumers(hub, carol):
     assert q["largest_consumers"][0] == {"kind": "model", "id": f"{name}/m", "bytes": q["used"]}
     assert hub.api(token).whoami()["quota"]["used"] == q["used"]
 
+    # The same bytes twice in the volume count once, in the usage and in the volume's line.
+    before = q["used"]
+    copy = os.urandom(5000)
+    for path in ("a/w.csv", "b/w2.csv"):
+        assert requests.put(f"{hub.url}/api/volume/files/{path}", data=copy, headers=auth(token), timeout=30).ok
+    q = quota(hub, token)
+    assert q["used"] == before + len(copy)
+    assert {"kind": "volume", "id": f"{name}/volume", "bytes": len(copy)} in q["largest_consumers"]
+
 
 def test_it_refuses_an_lfs_upload_over_quota_with_the_figures_and_stores_nothing(hub, carol):
     name, token = carol

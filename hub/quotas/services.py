@@ -180,15 +180,18 @@ class QuotaReport:
 
 
 def report(ns: Namespace, top: int = 10) -> QuotaReport:
-    """Limit, usage and the largest consumers (repos by the bytes of their blobs, and the volume)."""
-    from hub.repos.models import Repo
+    """Limit, usage and the largest consumers: repos and the volume, each by the bytes of the distinct
+    blobs it holds (a file copied twice within the volume counts once, as in the usage; a file in a
+    repo and in the volume is listed under both)."""
+    from hub.repos.models import Blob, Repo
     from hub.volumes.models import VolumeEntry
 
     ns = Namespace.objects.select_related("plan").get(pk=ns.pk)
     repos = (Repo.objects.filter(namespace=ns).annotate(bytes=Sum("blob_refs__blob__size"))
              .order_by(F("bytes").desc(nulls_last=True))[:top])
     consumers = [{"kind": r.type, "id": r.repo_id, "bytes": r.bytes or 0} for r in repos]
-    vol = VolumeEntry.objects.filter(volume__namespace=ns, is_dir=False).aggregate(s=Sum("size"))["s"]
+    held = VolumeEntry.objects.filter(volume__namespace=ns, is_dir=False).values("blob_id")
+    vol = Blob.objects.filter(sha256__in=held).aggregate(s=Sum("size"))["s"]
     if vol:
         consumers.append({"kind": "volume", "id": f"{ns.name}/volume", "bytes": vol})
     consumers.sort(key=lambda c: -c["bytes"])
