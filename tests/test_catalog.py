@@ -363,6 +363,39 @@ def test_a_cards_relative_images_and_links_point_at_the_repos_files(hub, unique)
     assert 'href="#usage"' in page and 'href="https://example.org/x"' in page and "javascript:" not in page
 
 
+def test_a_pushed_repos_card_metadata_reaches_the_filters_and_search(hub, unique) -> None:
+    """A repo pushed with a README declaring license, task_categories, language and pretty_name is
+    found by those filters and by its pretty name, as catalog entries are (its page showed them, the
+    filters did not); a card that stops declaring them takes it out again."""
+    owner = f"fay-{unique}"
+    token = hub.cached_token(owner)
+    api = hub.api(token)
+    repo = f"{owner}/reviews"
+    api.create_repo(repo, repo_type="dataset")
+    card = (f"---\npretty_name: Shop reviews {unique}\nlicense: MIT\ntask_categories:\n- text-classification\n"
+            "language:\n- en\n- zh\ntags:\n- modality:text\n---\n# Reviews\n")
+    api.upload_file(path_or_fileobj=card.encode(), path_in_repo="README.md", repo_id=repo, repo_type="dataset")
+    api.upload_file(path_or_fileobj=b"text,label\ngood,1\n", path_in_repo="train.csv", repo_id=repo,
+                    repo_type="dataset")
+
+    def found(**params) -> bool:
+        page = requests.get(f"{hub.url}/datasets", params=params, timeout=30)
+        assert page.status_code == 200
+        return f"/datasets/{repo}\"" in page.text
+
+    for params in ({"license": "mit"}, {"task": "text-classification"}, {"language": "zh"}, {"modality": "text"},
+                   {"q": f"shop reviews {unique}"}):
+        assert found(q=owner, **params) if "q" not in params else found(**params), params
+    options = requests.get(f"{hub.url}/datasets", params={"q": owner}, timeout=30).text
+    assert 'value="text-classification"' in options
+    assert not found(q=owner, license="apache-2.0")
+
+    api.upload_file(path_or_fileobj=b"# Reviews, no metadata\n", path_in_repo="README.md", repo_id=repo,
+                    repo_type="dataset")
+    assert not found(q=owner, license="mit") and not found(q=f"shop reviews {unique}")
+    assert found(q=owner)  # still listed, by its id
+
+
 def _empty_catalog(tmp_path):
     path = tmp_path / "empty.yaml"
     path.write_text("datasets: []\nmodels: []\n")

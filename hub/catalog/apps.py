@@ -8,10 +8,22 @@ def _ensure_search_index(using: str = "default", **kwargs) -> None:
     sqlite_search.ensure(using)
 
 
+def _index_card(sender, repo_pk: int, **kwargs) -> None:
+    from hub.catalog import services
+    from hub.repos.models import Repo
+
+    repo = Repo.objects.filter(pk=repo_pk).first()
+    if repo is not None:
+        services.do_index_card(repo)
+
+
 class CatalogConfig(AppConfig):
     name = "hub.catalog"
     label = "catalog"
 
     def ready(self) -> None:
+        from hub.repos.signals import card_changed
+
         # After every migrate (sent once per app; ensure() is a lookup when all is there).
         post_migrate.connect(_ensure_search_index, dispatch_uid="catalog-sqlite-search")
+        card_changed.connect(_index_card, dispatch_uid="catalog-index-card")

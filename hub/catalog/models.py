@@ -14,7 +14,9 @@ from hub.repos.models import Repo
 
 
 class CatalogEntry(models.Model):
-    SEED, SAMPLE = "seed", "sample"
+    # Curated entries (the seed file, the samples) and those read from a repo's own README front
+    # matter (CARD: a user's repo gets filters and search from its card; a curated entry wins).
+    SEED, SAMPLE, CARD = "seed", "sample", "card"
 
     repo = models.OneToOneField(Repo, on_delete=models.CASCADE, related_name="catalog")
     upstream_id = models.CharField(max_length=200, blank=True, help_text="Hugging Face id; empty for local samples")
@@ -30,7 +32,8 @@ class CatalogEntry(models.Model):
     paper = models.URLField(max_length=500, blank=True)
     base_model = models.CharField(max_length=200, blank=True)
     parameters = models.CharField(max_length=32, blank=True)
-    source = models.CharField(max_length=8, default=SEED, choices=[(SEED, "seed file"), (SAMPLE, "sample")])
+    source = models.CharField(max_length=8, default=SEED,
+                              choices=[(SEED, "seed file"), (SAMPLE, "sample"), (CARD, "the repo's card")])
     # What a search matches (id, title, summary, tasks, ...), derived by services.refresh_search. On
     # PostgreSQL `search` holds its tsvector under a GIN index (migration 0002); elsewhere it stays NULL
     # and search falls back to substring matches on `search_text`.

@@ -140,6 +140,62 @@ def do_upsert_entry(repo: Repo, data: EntryData) -> tuple[CatalogEntry, str]:
     return entry, outcome
 
 
+def _card_strings(value, limit: int = 20) -> list[str]:
+    """A front-matter field as clean, distinct, short strings (a string or a list of them; anything
+    else is ignored: cards are written by hand)."""
+    items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    out: list[str] = []
+    for v in items:
+        v = v.strip() if isinstance(v, str) else ""
+        if v and len(v) <= 64 and v not in out:
+            out.append(v)
+    return out[:limit]
+
+
+def entry_from_card(repo: Repo, meta: dict) -> EntryData | None:
+    """Catalog metadata from a repo's README front matter, in the Hub's card fields: license,
+    task_categories (datasets) or pipeline_tag (models), language, `modality:` tags, pretty_name,
+    base_model. None when it names nothing to filter on."""
+    tasks = _card_strings(meta.get("task_categories")) + _card_strings(meta.get("pipeline_tag"))
+    modality = [t.split(":", 1)[1] for t in _card_strings(meta.get("tags"), 100) if t.startswith("modality:")]
+    languages = [v.lower() for v in _card_strings(meta.get("language"))]
+    license = [v.lower() for v in _card_strings(meta.get("license"))][:1]
+    if not (tasks or modality or languages or license):
+        return None
+    title = _card_strings(meta.get("pretty_name"))[:1] or [repo.name]
+    base = _card_strings(meta.get("base_model"))[:1]
+    return EntryData(title=title[0][:200], license=license[0] if license else "", tasks=list(dict.fromkeys(tasks)),
+                     modality=modality[:10], languages=list(dict.fromkeys(languages)), base_model=base[0] if base else "",
+                     source=CatalogEntry.CARD)
+
+
+def do_index_card(repo: Repo) -> str:
+    """Keeps the catalog metadata of a repo without a curated entry in step with its card (after a
+    commit changed its README.md, or at seed time for older repos): so a pushed repo's license,
+    tasks and languages appear in the list filters and search. Returns what it did."""
+    entry = CatalogEntry.objects.filter(repo=repo).only("source").first()
+    if entry is not None and entry.source != CatalogEntry.CARD:
+        return "curated"
+    data = entry_from_card(repo, repo.card_data or {})
+    if data is not None:
+        return do_upsert_entry(repo, data)[1]
+    if entry is None:
+        return "none"
+    with transaction.atomic():
+        CatalogFacet.objects.filter(repo=repo).delete()
+        entry.delete()
+    return "removed"
+
+
+def index_cards() -> int:
+    """do_index_card for every repo whose card says something and that has no entry yet (repos
+    pushed before cards were read). Returns how many got one."""
+    n = 0
+    for repo in Repo.objects.filter(catalog__isnull=True).exclude(card_data={}).iterator():
+        n += do_index_card(repo) == "created"
+    return n
+
+
 def search_text(repo_id: str, e: CatalogEntry) -> str:
     """What a search matches for this entry: ids, title, summary, tasks, modality, language names, license.
     The ids and the title come twice: as written, and as the words a search is split into. PostgreSQL's
@@ -492,7 +548,8 @@ def not_mirrored_notice(repo: Repo) -> str | None:
     for anything else, a user's own empty repo included."""
     if is_mirrored(repo):
         return None
-    entry = CatalogEntry.objects.filter(repo=repo).values("upstream_size", "upstream_files").first()
+    entry = (CatalogEntry.objects.filter(repo=repo).exclude(source=CatalogEntry.CARD)
+             .values("upstream_size", "upstream_files").first())
     if entry is None:
         return None
     upstream = ""

@@ -27,6 +27,7 @@ from hub.errors import (
 from hub.quotas import services as quotas
 from hub.repos import blobs, trees
 from hub.repos.models import GITATTRIBUTES, Blob, Commit, GateAcceptance, Ref, Repo, RepoBlob, sort_name
+from hub.repos.signals import card_changed
 from hub.repos.validation import check_name, check_path, check_ref_name
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
@@ -383,6 +384,8 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
             fields.update(head_sha=commit.oid, file_count=files, total_size=size)
             if any(p == README for p, _ in ops.puts) or README in ops.deletes:
                 fields["card_data"] = _card_data(commit)
+                # (robust: the card's catalog metadata failing to update must not fail the commit)
+                transaction.on_commit(lambda: card_changed.send(sender=Repo, repo_pk=repo.pk), robust=True)
         Repo.objects.filter(pk=repo.pk).update(**fields)
     return commit
 

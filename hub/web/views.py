@@ -61,6 +61,8 @@ def _context(request: HttpRequest, repo: Repo, tab: str, **extra) -> dict:
     web = catalog.web_path(repo.type, repo.repo_id)
     entry = catalog.entry_of(repo)
     return {"repo": repo, "entry": entry, "tab": tab, "web": web, "mirrored": catalog.is_mirrored(repo),
+            # a curated entry (seed file, sample) whose files may be waiting to be mirrored
+            "catalogued": entry is not None and entry.source != entry.CARD,
             "gate_open": _gate_open(request, repo),
             "kind": "datasets" if repo.type == Repo.DATASET else "models",
             "nav": "datasets" if repo.type == Repo.DATASET else "models", **extra}

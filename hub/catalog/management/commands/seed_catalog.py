@@ -4,7 +4,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from hub.catalog import samples, seed
+from hub.catalog import samples, seed, services
 from hub.errors import HubError
 
 
@@ -33,6 +33,9 @@ class Command(BaseCommand):
         if gone:
             self.stderr.write(f"{gone} seeded entries are no longer in {file}; they are kept")
         self.stdout.write(f"catalog: {len(items)} entries in {file}: {result.summary()}")
+        carded = services.index_cards()
+        if carded:
+            self.stdout.write(f"catalog: {carded} repos listed with the metadata of their own cards")
         if not no_samples:
             bot = seed.ensure_bot()
             for repo_id, outcome in samples.do_publish_all(bot):
