@@ -155,7 +155,7 @@ CACHES = {"default": ({"BACKEND": "django.core.cache.backends.redis.RedisCache",
 if not HUB_CACHE_URL:
     # Without a shared cache each process counts on its own (the limit is per worker): fine for one
     # machine; docker-compose points HUB_CACHE_URL at Redis.
-    SILENCED_SYSTEM_CHECKS = ["django_ratelimit.E003"]
+    SILENCED_SYSTEM_CHECKS = ["django_ratelimit.E003", "django_ratelimit.W001"]
 RATELIMIT_IP_META_KEY = env("HUB_CLIENT_IP_HEADER") or None  # e.g. HTTP_X_REAL_IP behind a proxy
 HUB_AUTH_FAIL_RATE = env("HUB_AUTH_FAIL_RATE") or "30/m"  # wrong tokens or passwords per client address
 HUB_TOKEN_CREATE_RATE = env("HUB_TOKEN_CREATE_RATE") or "20/m"  # new tokens (and instances) per user
