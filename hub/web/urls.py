@@ -2,7 +2,9 @@
 segment is a namespace: `datasets`, `models`, `accounts` and `settings` are reserved namespace
 names (hub.repos.validation), so no repo can hide these pages."""
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import path, re_path
+from django.views.generic import RedirectView
 
 from hub.web import account, views
 
@@ -12,6 +14,8 @@ REV = r"(?P<rev>[^/]+)"
 urlpatterns = [
     re_path(r"^$", views.home, name="home"),
     re_path(r"^healthz$", views.healthz),
+    # Browsers and tools ask for /favicon.ico whatever the page links; base.html links the SVG.
+    re_path(r"^favicon\.ico$", RedirectView.as_view(url=static("web/favicon.svg"))),
     re_path(r"^(?P<kind>datasets|models)$", views.repo_list, name="list"),
     path("accounts/login", account.LoginView.as_view(), name="login"),
     path("accounts/logout", auth_views.LogoutView.as_view(), name="logout"),
