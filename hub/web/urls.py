@@ -1,6 +1,7 @@
 """Web pages. Fixed paths (lists, accounts, settings) come before the repo patterns, whose first
 segment is a namespace: `datasets`, `models`, `accounts` and `settings` are reserved namespace
-names (hub.repos.validation), so no repo can hide these pages."""
+names (hub.repos.validation), so no repo can hide these pages, and /models/NS/NAME (the form the CLI
+and hub:// take) can only be a model's page under its other name."""
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
 from django.urls import path, re_path
@@ -10,6 +11,7 @@ from hub.web import account, views
 
 REPO = r"^(?P<prefix>datasets/|)(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
 REV = r"(?P<rev>[^/]+)"
+NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"
 
 urlpatterns = [
     re_path(r"^$", views.home, name="home"),
@@ -32,6 +34,7 @@ urlpatterns = [
     path("settings/instances/<str:instance_id>/attach", account.instance_attach),
     path("settings/instances/<str:instance_id>/mounts/<int:mount_id>/detach", account.instance_detach),
     path("settings/instances/<str:instance_id>/revoke", account.instance_revoke),
+    re_path(r"^models/(?P<rest>" + NAME + r"(?:/.*)?)$", views.model_alias),
     re_path(REPO + r"$", views.repo_page, name="repo"),
     re_path(REPO + r"/tree/" + REV + r"(?:/(?P<path>.*))?$", views.tree),
     re_path(REPO + r"/blob/" + REV + r"/(?P<path>.+)$", views.blob),

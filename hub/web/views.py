@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -158,6 +158,14 @@ def accept_gate(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpRe
     repos.do_accept_gate(actor_of(request), repo)
     messages.success(request, f"You accepted the conditions of {repo.repo_id}: its files are yours to download.")
     return redirect(catalog.web_path(repo.type, repo.repo_id))
+
+
+@require_GET
+def model_alias(request: HttpRequest, rest: str) -> HttpResponse:
+    """/models/NS/NAME[/...] is where one looks for a model after `hub pull models/NS/NAME` or
+    hub://models/...; its page is at /NS/NAME, as on Hugging Face."""
+    query = request.META.get("QUERY_STRING")
+    return HttpResponsePermanentRedirect(f"/{rest}" + (f"?{query}" if query else ""))
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
