@@ -447,12 +447,17 @@ def facet_options(repo_type: str) -> dict[str, list[tuple[str, str, int]]]:
 class HomeStats:
     datasets: int
     models: int
-    mirrored: int
+    mirrored_datasets: int  # each links to its list filtered by mirrored=yes, so they count what it lists
+    mirrored_models: int
     organisations: int
     highlights: list[CardRow]
     ready: list[CardRow]
     tasks: dict[str, list[tuple[str, str, int]]]
     languages: list[tuple[str, str, int]]
+
+    @property
+    def mirrored(self) -> int:
+        return self.mirrored_datasets + self.mirrored_models
 
 
 def home(user) -> HomeStats:
@@ -466,9 +471,10 @@ def home(user) -> HomeStats:
     highlights = sorted(card_rows(visible.filter(wanted)), key=lambda r: order.get((r.type, r.repo_id), 99))
     ready = card_rows(visible.filter(MIRRORED).order_by("-downloads", "-last_modified"), limit=6)
     orgs = visible.filter(catalog__isnull=False).values("namespace").distinct().count()
+    mirrored = dict(visible.filter(MIRRORED).values_list("type").annotate(n=Count("id")).order_by())
     datasets, models = facet_options(Repo.DATASET), facet_options(Repo.MODEL)
-    return HomeStats(counts.get(Repo.DATASET, 0), counts.get(Repo.MODEL, 0), visible.filter(MIRRORED).count(),
-                     orgs, highlights, ready, {"datasets": datasets[CatalogFacet.TASK][:12],
+    return HomeStats(counts.get(Repo.DATASET, 0), counts.get(Repo.MODEL, 0), mirrored.get(Repo.DATASET, 0),
+                     mirrored.get(Repo.MODEL, 0), orgs, highlights, ready, {"datasets": datasets[CatalogFacet.TASK][:12],
                                                "models": models[CatalogFacet.TASK][:8]},
                      datasets[CatalogFacet.LANGUAGE][:12])
 
