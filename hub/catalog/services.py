@@ -413,6 +413,12 @@ def search(user, query: Query, per_page: int = PER_PAGE) -> Page:
     return Page(cards_by_id(ids), number, paginator)
 
 
+def count_matches(user, repo_type: str, q: str) -> int:
+    """How many repos of `repo_type` the user may see match the search words `q` (no filters): what
+    an empty search of the other kind points to."""
+    return listing(user, Query(type=repo_type, q=q)).order_by().count()
+
+
 def facet_version() -> int:
     """A number that changes whenever the filter options' counts can (catalog migration 0007:
     bumped by triggers when facet rows come or go, or a repo changes visibility or is deleted)."""

@@ -32,7 +32,13 @@ def repo_list(request: HttpRequest, kind: str) -> HttpResponse:
     repo_type = KINDS[kind]
     query = catalog.Query.from_params(repo_type, request.GET)
     found = catalog.search(user_of(request), query)
+    elsewhere = None  # an empty search says where its words do match
+    if not found.object_list and query.q:
+        other = "models" if kind == "datasets" else "datasets"
+        n = catalog.count_matches(user_of(request), KINDS[other], query.q)
+        elsewhere = (other, n) if n else None
     return render(request, "web/list.html", {
+        "elsewhere": elsewhere,
         "kind": kind, "nav": kind, "query": query, "page": found,
         "page_range": found.paginator.get_elided_page_range(found.number, on_each_side=2, on_ends=1),
         "facets": catalog.facet_options(repo_type), "sorts": [(k, v[0]) for k, v in catalog.SORTS.items()],
