@@ -856,3 +856,137 @@ def test_models_ns_name_leads_to_the_model_page(site, page) -> None:
     assert "n_embd" in page.locator(".file-view pre").inner_text()
     assert page.goto(f"{site.url}/models").status == 200 and total(page) >= 50  # the list is still the list
     assert page.goto(f"{site.url}/models/nobody/nothing").status == 404
+
+
+# --- on a phone, and the small things a user review found -------------------------------------------
+
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def phone(browser):
+    context = browser.new_context(viewport=PHONE, device_scale_factor=1, is_mobile=True, has_touch=True)
+    context.set_default_timeout(20_000)
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+def page_width(page) -> int:
+    return page.evaluate("document.documentElement.scrollWidth")
+
+
+def test_every_page_fits_a_phone_screen(site, phone, unique) -> None:
+    """At 390 px nothing scrolls the page sideways: a README's wide code block scrolls in its own box,
+    the repo tabs all show, and the Datasets and Models links stay in the header."""
+    for path in ("/", "/datasets", "/models?q=qwen", "/datasets/hub-samples/wine", "/datasets/hub-samples/wine/tree/main",
+                 "/THUDM/chatglm3-6b", "/datasets/hub-samples/wine/commits/main", "/accounts/login"):
+        phone.goto(site.url + path)
+        assert page_width(phone) <= PHONE["width"], path
+        for name in ("Datasets", "Models"):
+            link = phone.locator("header nav a", has_text=name)
+            box = link.bounding_box()
+            assert link.is_visible() and box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], (path, name)
+    phone.goto(f"{site.url}/datasets/hub-samples/wine")
+    shot(phone, site, "phone-repo")
+    for tab in phone.locator(".tabs a").all():
+        box = tab.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], tab.inner_text()
+    wide = phone.evaluate("Array.from(document.querySelectorAll('.markdown pre'))"
+                          ".filter(p => p.scrollWidth > p.clientWidth).length")
+    assert wide >= 1  # the scikit-learn description's table is wider than the screen: it scrolls inside
+    phone.click("header nav a:has-text('Models')")
+    phone.wait_for_url(re.compile(r".*/models$"))
+
+    sign_in(phone, site, f"alice-{unique}")
+    for path in ("/settings", "/settings/volume", "/settings/tokens", "/settings/instances"):
+        phone.goto(site.url + path)
+        assert page_width(phone) <= PHONE["width"], path
+        assert phone.locator("header nav a", has_text="My volume").is_visible()
+    shot(phone, site, "phone-volume")
+
+
+def test_the_home_page_counts_what_its_links_list(site, page) -> None:
+    page.goto(site.url)
+    stat = page.locator("#ready-stat")
+    ready = int(stat.locator("b").inner_text().replace(",", ""))
+    links = [(a.inner_text(), a.get_attribute("href")) for a in stat.locator("a").all()]
+    assert [href for _, href in links] == ["/datasets?mirrored=yes", "/models?mirrored=yes"]
+    listed = 0
+    for text, href in links:
+        n = int(text.split()[0].replace(",", ""))
+        page.goto(site.url + href)
+        assert total(page) == n, text
+        listed += n
+    assert listed == ready and ready >= 6  # four sample datasets and two tiny models at least
+
+
+def test_counts_and_times_read_as_english(site, page, unique) -> None:
+    owner = f"gina-{unique}"
+    api = site.api(site.token(owner))
+    repo_id = f"{owner}/once"
+    api.create_repo(repo_id)
+    api.upload_file(path_or_fileobj=b"# once\n", path_in_repo="README.md", repo_id=repo_id)
+    assert requests.get(f"{site.url}/{repo_id}/resolve/main/README.md", timeout=30).ok  # one download
+    page.goto(f"{site.url}/models?q={owner}")
+    meta = page.locator("#results .card .meta").inner_text()
+    assert "1 download" in meta and "1 downloads" not in meta
+    assert "updated just now" in meta and "0 minutes" not in meta
+    page.goto(f"{site.url}/{repo_id}/tree/main")
+    assert "2 files" in page.locator(".box .head").inner_text()  # README.md and .gitattributes
+    page.goto(f"{site.url}/{repo_id}/commits/main")
+    assert "2 commits" in page.locator(".box .head").inner_text()
+    page.goto(f"{site.url}/{repo_id}")
+    assert page.locator(".side dd").filter(has_text="just now").count() == 1
+
+    # An empty search points to the other kind where its words match.
+    page.goto(f"{site.url}/datasets?q=qwen")
+    assert total(page) == 0
+    link = page.locator("#elsewhere a")
+    n = int(link.inner_text().split()[0])
+    assert link.inner_text() == f"{n} models match “qwen” →" and n > 1
+    link.click()
+    page.wait_for_url(re.compile(r".*/models\?q=qwen$"))
+    assert total(page) == n
+    page.goto(f"{site.url}/models?q=zzzqqqxxx")
+    assert page.locator("#elsewhere").count() == 0
+
+
+def test_the_use_it_snippets_keep_identifiers_whole(site, page) -> None:
+    page.goto(f"{site.url}/THUDM/chatglm3-6b")
+    python = page.locator("#use-it .snippet", has_text="Python").locator("pre").inner_text()
+    assert 'AutoTokenizer.from_pretrained("THUDM/chatglm3-6b", trust_remote_code=True)' in python
+    assert 'AutoModel.from_pretrained("THUDM/chatglm3-6b", trust_remote_code=True)' in python
+    assert "trust_remote_code=True" in page.locator(".side dl").inner_text()
+    # Long lines scroll inside the box instead of breaking mid-identifier.
+    styles = page.evaluate("Array.from(document.querySelectorAll('#use-it pre'))"
+                           ".map(p => [getComputedStyle(p).whiteSpace, p.scrollWidth > p.clientWidth])")
+    assert all(ws == "pre" for ws, _ in styles) and any(scrolls for _, scrolls in styles)
+    shot(page, site, "chatglm")
+    page.goto(f"{site.url}/hub-samples/tiny-gpt2")  # its entry says nothing of remote code
+    assert "trust_remote_code" not in page.locator("#use-it").inner_text()
+
+
+def test_pages_have_a_favicon(site, page) -> None:
+    missing: list[str] = []
+    page.on("response", lambda r: missing.append(r.url) if r.status >= 400 else None)
+    page.goto(site.url)
+    page.wait_for_load_state("networkidle")
+    assert missing == []
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    r = requests.get(site.url + icon, timeout=30)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("image/svg+xml") and b"<svg" in r.content
+    r = requests.get(f"{site.url}/favicon.ico", timeout=30)
+    assert r.status_code == 200 and r.content.startswith(b"<svg") and r.history[0].status_code in (301, 302)
+
+
+def test_models_ns_name_leads_to_the_model_page(site, page) -> None:
+    r = requests.get(f"{site.url}/models/hub-samples/tiny-gpt2", allow_redirects=False, timeout=30)
+    assert r.status_code == 301 and r.headers["Location"] == "/hub-samples/tiny-gpt2"
+    r = requests.get(f"{site.url}/models/hub-samples/tiny-gpt2/tree/main?after=a", allow_redirects=False, timeout=30)
+    assert r.status_code == 301 and r.headers["Location"] == "/hub-samples/tiny-gpt2/tree/main?after=a"
+    page.goto(f"{site.url}/models/hub-samples/tiny-gpt2/blob/main/config.json")
+    assert page.url == f"{site.url}/hub-samples/tiny-gpt2/blob/main/config.json"
+    assert "n_embd" in page.locator(".file-view pre").inner_text()
+    assert page.goto(f"{site.url}/models").status == 200 and total(page) >= 50  # the list is still the list
+    assert page.goto(f"{site.url}/models/nobody/nothing").status == 404

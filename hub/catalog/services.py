@@ -110,6 +110,7 @@ class EntryData:
     paper: str = ""
     base_model: str = ""
     parameters: str = ""
+    trust_remote_code: bool = False
     upstream_id: str = ""
     source: str = CatalogEntry.SEED
 
@@ -556,6 +557,7 @@ def card_facts(repo: Repo, entry: CatalogEntry | None, card_meta: dict) -> list[
         facts = [("License", entry.license, []), ("Tasks", "", entry.tasks), ("Modality", "", entry.modality),
                  ("Languages", "", [language_name(c) for c in entry.languages]),
                  ("Parameters", entry.parameters, []), ("Base model", entry.base_model, []),
+                 ("Custom code", "loads with trust_remote_code=True" if entry.trust_remote_code else "", []),
                  ("Upstream size", format_size(entry.upstream_size) if entry.upstream_size else "", []),
                  ("Upstream files", f"{entry.upstream_files:,}" if entry.upstream_files else "", [])]
     else:
@@ -573,9 +575,11 @@ class Snippets:
     instance: str
 
 
-def snippets(repo: Repo, base_url: str, example_file: str | None) -> Snippets:
-    """How to use the repo from each front door: the CLI, HF_ENDPOINT code, hub:// and an instance."""
+def snippets(repo: Repo, base_url: str, example_file: str | None, entry: CatalogEntry | None = None) -> Snippets:
+    """How to use the repo from each front door: the CLI, HF_ENDPOINT code, hub:// and an instance.
+    A model whose catalog entry says it needs its own code loads with trust_remote_code=True."""
     rid = repo.repo_id
+    remote = ", trust_remote_code=True" if entry is not None and entry.trust_remote_code else ""
     if repo.type == Repo.DATASET:
         pull = f"hub pull datasets/{rid}"
         python = (f"export HF_ENDPOINT={base_url}\n\n"
@@ -586,8 +590,8 @@ def snippets(repo: Repo, base_url: str, example_file: str | None) -> Snippets:
         pull = f"hub pull {rid}"
         python = (f"export HF_ENDPOINT={base_url}\n\n"
                   f"from transformers import AutoModel, AutoTokenizer\n"
-                  f"tokenizer = AutoTokenizer.from_pretrained(\"{rid}\")\n"
-                  f"model = AutoModel.from_pretrained(\"{rid}\")")
+                  f"tokenizer = AutoTokenizer.from_pretrained(\"{rid}\"{remote})\n"
+                  f"model = AutoModel.from_pretrained(\"{rid}\"{remote})")
         url = f"hub://models/{rid}/{example_file or 'config.json'}"
         mount = f"/mnt/hub/models/{rid}"
     fsspec = f"import fsspec\nwith fsspec.open(\"{url}\", \"rb\") as f:\n    head = f.read(1024)"

@@ -80,7 +80,7 @@ def repo_page(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResp
     card = catalog.card(commit)
     ctx = _context(request, repo, "card", commit=commit, card=card)
     ctx["facts"] = catalog.card_facts(repo, ctx["entry"], card.meta if card else {})
-    ctx["snippets"] = catalog.snippets(repo, base_url(request), catalog.example_file(commit))
+    ctx["snippets"] = catalog.snippets(repo, base_url(request), catalog.example_file(commit), ctx["entry"])
     ctx["mirror_jobs"] = [mirrors.job_progress(j) for j in mirrors.recent_jobs(repo, 1)]
     return render(request, "web/repo.html", ctx)
 
