@@ -298,6 +298,7 @@ def test_it_signs_in_creates_and_revokes_a_token(site, page, unique) -> None:
     assert page.locator("#new-token").count() == 0  # shown once
     row = page.locator("#tokens tr[data-name=laptop]")
     assert "write" in row.inner_text() and "never" not in row.inner_text()  # last used just now
+    page.once("dialog", lambda d: d.accept())
     row.locator("button:has-text('Revoke')").click()
     assert "no longer works" in page.locator(".messages").inner_text()
     assert "revoked" in page.locator("#tokens tr[data-name=laptop]").inner_text()
@@ -344,15 +345,16 @@ def test_the_quota_bar_moves_with_volume_uploads(site, page, unique, tmp_path) -
     assert "300 kB" in page.locator("#consumers").inner_text()
     shot(page, site, "account-quota")
 
-    # Over quota: a page with the figures, and nothing written.
+    # Over quota: said on the volume page, beside its quota bar, and nothing written.
     big = tmp_path / "too-big.bin"
     big.write_bytes(os.urandom(800_000))
     page.goto(f"{site.url}/settings/volume")
     page.set_input_files("#file", str(big))
     page.click("#upload button")
-    assert page.locator(".error-page h1").inner_text() == "Over your storage quota"
-    text = page.locator(".error-page").inner_text()
-    assert "300 kB" in text and "1 MB" in text and "800 kB" in text
+    text = page.locator(".messages li.error").inner_text()
+    assert text.startswith("quota exceeded") and "300 kB of 1 MB used" in text and "needs 800 kB" in text
+    assert int(page.locator("#quota .bar").get_attribute("aria-valuenow")) == 300_000
+    assert page.locator("#volume tr[data-path='too-big.bin']").count() == 0
     shot(page, site, "413")
 
     page.goto(f"{site.url}/settings/volume?path=runs")
@@ -392,17 +394,18 @@ def test_it_manages_instances_and_their_mounts(site, page, unique) -> None:
     box = page.locator("section.instance[data-name='gpu-01']")
     assert "scikit-learn/iris" not in box.inner_text()
 
+    page.once("dialog", lambda d: d.accept())
     box.locator("button:has-text('Revoke')").click()
     assert "revoked" in page.locator("section.instance[data-name='gpu-01'] .status").inner_text()
     spec = requests.get(f"{site.url}/api/instances/spec", headers={"Authorization": f"Bearer {instance_token}"},
                         timeout=30)
     assert spec.status_code == 401
 
-    # A repo that does not exist is an error page, not a crash.
+    # A repo that does not exist is a message on the page, not a crash (test_instance_form_errors_...).
     page.fill("#inst-name", "gpu-02")
     page.fill("#inst-repo", "nobody/nothing")
     page.click("#register button")
-    assert page.locator(".error-page h1").inner_text() == "Not found"
+    assert "nobody/nothing" in page.locator(".messages li.error").inner_text()
 
 
 def test_forms_need_a_csrf_token(site, unique) -> None:
@@ -470,3 +473,251 @@ def test_a_catalog_entry_turns_ready_once_mirrored(site, page, unique, tmp_path)
     assert page.locator("article.markdown h1").inner_text() == "A corpus, mirrored"
     page.goto(f"{site.url}/datasets?q={org}&mirrored=yes")
     assert result_ids(page) == [f"{org}/corpus"]
+
+
+# --- on a phone, and the small things a user review found -------------------------------------------
+
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def phone(browser):
+    context = browser.new_context(viewport=PHONE, device_scale_factor=1, is_mobile=True, has_touch=True)
+    context.set_default_timeout(20_000)
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+def page_width(page) -> int:
+    return page.evaluate("document.documentElement.scrollWidth")
+
+
+def test_every_page_fits_a_phone_screen(site, phone, unique) -> None:
+    """At 390 px nothing scrolls the page sideways: a README's wide code block scrolls in its own box,
+    the repo tabs all show, and the Datasets and Models links stay in the header."""
+    for path in ("/", "/datasets", "/models?q=qwen", "/datasets/hub-samples/wine", "/datasets/hub-samples/wine/tree/main",
+                 "/THUDM/chatglm3-6b", "/datasets/hub-samples/wine/commits/main", "/accounts/login"):
+        phone.goto(site.url + path)
+        assert page_width(phone) <= PHONE["width"], path
+        for name in ("Datasets", "Models"):
+            link = phone.locator("header nav a", has_text=name)
+            box = link.bounding_box()
+            assert link.is_visible() and box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], (path, name)
+    phone.goto(f"{site.url}/datasets/hub-samples/wine")
+    shot(phone, site, "phone-repo")
+    for tab in phone.locator(".tabs a").all():
+        box = tab.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], tab.inner_text()
+    wide = phone.evaluate("Array.from(document.querySelectorAll('.markdown pre'))"
+                          ".filter(p => p.scrollWidth > p.clientWidth).length")
+    assert wide >= 1  # the scikit-learn description's table is wider than the screen: it scrolls inside
+    phone.click("header nav a:has-text('Models')")
+    phone.wait_for_url(re.compile(r".*/models$"))
+
+    sign_in(phone, site, f"alice-{unique}")
+    for path in ("/settings", "/settings/volume", "/settings/tokens", "/settings/instances"):
+        phone.goto(site.url + path)
+        assert page_width(phone) <= PHONE["width"], path
+        assert phone.locator("header nav a", has_text="My volume").is_visible()
+    shot(phone, site, "phone-volume")
+
+
+def test_the_home_page_counts_what_its_links_list(site, page) -> None:
+    page.goto(site.url)
+    stat = page.locator("#ready-stat")
+    ready = int(stat.locator("b").inner_text().replace(",", ""))
+    links = [(a.inner_text(), a.get_attribute("href")) for a in stat.locator("a").all()]
+    assert [href for _, href in links] == ["/datasets?mirrored=yes", "/models?mirrored=yes"]
+    listed = 0
+    for text, href in links:
+        n = int(text.split()[0].replace(",", ""))
+        page.goto(site.url + href)
+        assert total(page) == n, text
+        listed += n
+    assert listed == ready and ready >= 6  # four sample datasets and two tiny models at least
+
+
+def test_volume_form_errors_show_on_the_volume_page(site, page, unique, tmp_path) -> None:
+    """A rename onto an existing name, a path outside the volume or an upload onto an existing file:
+    a message on the volume page, worded for its forms (the API keeps its own words)."""
+    alice = f"alice-{unique}"
+    sign_in(page, site, alice)
+    page.goto(f"{site.url}/settings/volume")
+    page.fill("#dirname", "runs")
+    page.click("#mkdir button")
+    assert "Created the folder runs" in page.locator(".messages").inner_text()
+    page.fill("#dirname", "runs")
+    page.click("#mkdir button")
+    assert "already there; nothing changed" in page.locator(".messages").inner_text()
+    src = tmp_path / "hello.txt"
+    src.write_bytes(b"first version\n")
+    page.set_input_files("#file", str(src))
+    page.click("#upload button")
+
+    row = page.locator("#volume tr[data-path='hello.txt']")
+    row.locator("input[name=dst]").fill("runs")
+    row.locator("button:has-text('Rename')").click()
+    assert page.url.endswith("/settings/volume") and page.locator(".error-page").count() == 0
+    error = page.locator(".messages li.error").inner_text()
+    assert error == "“runs” already exists: pick another name or delete it first."
+    shot(page, site, "volume-rename-clash")
+
+    row.locator("input[name=dst]").fill("../../etc")
+    row.locator("button:has-text('Rename')").click()
+    assert page.url.endswith("/settings/volume")
+    assert "Names cannot be empty, “.” or “..”" in page.locator(".messages li.error").inner_text()
+    assert page.locator("#volume tr[data-path='hello.txt']").count() == 1
+
+    # The same name again: refused unless "Replace" is ticked, and then said.
+    src.write_bytes(b"second version, longer\n")
+    page.set_input_files("#file", str(src))
+    page.click("#upload button")
+    assert "“hello.txt” already exists: tick “Replace a file of the same name”" in page.locator(".messages li.error").inner_text()
+    with page.expect_download() as download:
+        page.click("#volume a.download:has-text('hello.txt')")
+    assert Path(download.value.path()).read_bytes() == b"first version\n"
+    page.set_input_files("#file", str(src))
+    page.check("#replace")
+    page.click("#upload button")
+    assert "Replaced hello.txt with the uploaded file (23 B); the previous version is gone." in page.locator(".messages").inner_text()
+    with page.expect_download() as download:
+        page.click("#volume a.download:has-text('hello.txt')")
+    assert Path(download.value.path()).read_bytes() == b"second version, longer\n"
+    assert page.locator("#volume tr[data-path='hello.txt'] td.muted").inner_text() == "just now"
+
+    # The API's words for the same clash are unchanged.
+    r = requests.post(f"{site.url}/api/volume/move", json={"src": "hello.txt", "dst": "runs"}, timeout=30,
+                      headers={"Authorization": f"Bearer {site.token(alice)}"})
+    assert r.status_code == 409 and "pass overwrite to replace it" in r.text
+
+
+def test_instance_form_errors_show_on_the_instances_page(site, page, unique) -> None:
+    sign_in(page, site, f"alice-{unique}")
+    page.goto(f"{site.url}/settings/instances")
+    page.fill("#inst-name", "gpu-01")
+    page.fill("#inst-repo", "hub-samples/nope")
+    page.click("#register button")
+    assert page.url.endswith("/settings/instances") and page.locator(".error-page").count() == 0
+    assert page.locator(".messages li.error").inner_text() == "No dataset or model hub-samples/nope, or you cannot see it."
+    assert page.locator("section.instance").count() == 0  # nothing registered
+    shot(page, site, "instances-missing-repo")
+    page.fill("#inst-name", "gpu-01")
+    page.fill("#inst-repo", "hub-samples/tiny-gpt2")  # with "dataset" still picked in the list
+    page.click("#register button")
+    assert "“hub-samples/tiny-gpt2” is a model, not a dataset: choose “model”" in page.locator(".messages li.error").inner_text()
+    page.select_option("#inst-type", "model")
+    page.fill("#inst-name", "gpu-01")
+    page.fill("#inst-repo", "hub-samples/tiny-gpt2")
+    page.click("#register button")
+    assert "Registered gpu-01" in page.locator("#new-instance").inner_text()
+    box = page.locator("section.instance[data-name='gpu-01']")
+    box.locator("input[name=repo]").fill("nobody/nothing")
+    box.locator("button:has-text('Attach')").click()
+    assert page.locator(".messages li.error").inner_text() == "No dataset or model nobody/nothing, or you cannot see it."
+    page.on("dialog", lambda d: d.dismiss())
+    page.locator("section.instance[data-name='gpu-01'] button:has-text('Revoke')").click()
+    assert "online" not in page.locator("section.instance[data-name='gpu-01'] .status").inner_text()
+    assert "revoked" not in page.locator("section.instance[data-name='gpu-01'] .status").inner_text()
+
+
+def test_tokens_need_a_unique_name_and_a_confirmed_revoke(site, page, unique) -> None:
+    sign_in(page, site, f"alice-{unique}")
+    page.goto(f"{site.url}/settings/tokens")
+    assert page.locator("#token-name").get_attribute("required") is not None
+    page.eval_on_selector("#token-name", "e => e.removeAttribute('required')")  # as a script or old browser would
+    page.click("#create-token button")
+    assert page.locator(".messages li.error").inner_text() == "Give the token a name, e.g. laptop or training-job."
+    assert page.locator("#tokens tr[data-name]").count() == 0
+
+    page.fill("#token-name", "laptop")
+    page.click("#create-token button")
+    assert page.locator("#new-token").count() == 1
+    page.fill("#token-name", "Laptop ")
+    page.click("#create-token button")
+    assert "already have a token named “Laptop”" in page.locator(".messages li.error").inner_text()
+    assert page.locator("#tokens tr[data-name]").count() == 1
+    shot(page, site, "tokens-duplicate")
+
+    questions: list[str] = []
+    page.once("dialog", lambda d: (questions.append(d.message), d.dismiss()))
+    page.locator("#tokens tr[data-name=laptop] button:has-text('Revoke')").click()
+    assert questions and questions[0].startswith("Revoke the token laptop (hub_")
+    assert "revoked" not in page.locator("#tokens tr[data-name=laptop]").inner_text()
+    page.once("dialog", lambda d: d.accept())
+    page.locator("#tokens tr[data-name=laptop] button:has-text('Revoke')").click()
+    assert "no longer works" in page.locator(".messages").inner_text()
+    page.fill("#token-name", "laptop")  # a revoked token's name is free again
+    page.click("#create-token button")
+    assert page.locator("#new-token").count() == 1
+
+
+def test_counts_and_times_read_as_english(site, page, unique) -> None:
+    owner = f"gina-{unique}"
+    api = site.api(site.token(owner))
+    repo_id = f"{owner}/once"
+    api.create_repo(repo_id)
+    api.upload_file(path_or_fileobj=b"# once\n", path_in_repo="README.md", repo_id=repo_id)
+    assert requests.get(f"{site.url}/{repo_id}/resolve/main/README.md", timeout=30).ok  # one download
+    page.goto(f"{site.url}/models?q={owner}")
+    meta = page.locator("#results .card .meta").inner_text()
+    assert "1 download" in meta and "1 downloads" not in meta
+    assert "updated just now" in meta and "0 minutes" not in meta
+    page.goto(f"{site.url}/{repo_id}/tree/main")
+    assert "2 files" in page.locator(".box .head").inner_text()  # README.md and .gitattributes
+    page.goto(f"{site.url}/{repo_id}/commits/main")
+    assert "2 commits" in page.locator(".box .head").inner_text()
+    page.goto(f"{site.url}/{repo_id}")
+    assert page.locator(".side dd").filter(has_text="just now").count() == 1
+
+    # An empty search points to the other kind where its words match.
+    page.goto(f"{site.url}/datasets?q=qwen")
+    assert total(page) == 0
+    link = page.locator("#elsewhere a")
+    n = int(link.inner_text().split()[0])
+    assert link.inner_text() == f"{n} models match “qwen” →" and n > 1
+    link.click()
+    page.wait_for_url(re.compile(r".*/models\?q=qwen$"))
+    assert total(page) == n
+    page.goto(f"{site.url}/models?q=zzzqqqxxx")
+    assert page.locator("#elsewhere").count() == 0
+
+
+def test_the_use_it_snippets_keep_identifiers_whole(site, page) -> None:
+    page.goto(f"{site.url}/THUDM/chatglm3-6b")
+    python = page.locator("#use-it .snippet", has_text="Python").locator("pre").inner_text()
+    assert 'AutoTokenizer.from_pretrained("THUDM/chatglm3-6b", trust_remote_code=True)' in python
+    assert 'AutoModel.from_pretrained("THUDM/chatglm3-6b", trust_remote_code=True)' in python
+    assert "trust_remote_code=True" in page.locator(".side dl").inner_text()
+    # Long lines scroll inside the box instead of breaking mid-identifier.
+    styles = page.evaluate("Array.from(document.querySelectorAll('#use-it pre'))"
+                           ".map(p => [getComputedStyle(p).whiteSpace, p.scrollWidth > p.clientWidth])")
+    assert all(ws == "pre" for ws, _ in styles) and any(scrolls for _, scrolls in styles)
+    shot(page, site, "chatglm")
+    page.goto(f"{site.url}/hub-samples/tiny-gpt2")  # its entry says nothing of remote code
+    assert "trust_remote_code" not in page.locator("#use-it").inner_text()
+
+
+def test_pages_have_a_favicon(site, page) -> None:
+    missing: list[str] = []
+    page.on("response", lambda r: missing.append(r.url) if r.status >= 400 else None)
+    page.goto(site.url)
+    page.wait_for_load_state("networkidle")
+    assert missing == []
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    r = requests.get(site.url + icon, timeout=30)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("image/svg+xml") and b"<svg" in r.content
+    r = requests.get(f"{site.url}/favicon.ico", timeout=30)
+    assert r.status_code == 200 and r.content.startswith(b"<svg") and r.history[0].status_code in (301, 302)
+
+
+def test_models_ns_name_leads_to_the_model_page(site, page) -> None:
+    r = requests.get(f"{site.url}/models/hub-samples/tiny-gpt2", allow_redirects=False, timeout=30)
+    assert r.status_code == 301 and r.headers["Location"] == "/hub-samples/tiny-gpt2"
+    r = requests.get(f"{site.url}/models/hub-samples/tiny-gpt2/tree/main?after=a", allow_redirects=False, timeout=30)
+    assert r.status_code == 301 and r.headers["Location"] == "/hub-samples/tiny-gpt2/tree/main?after=a"
+    page.goto(f"{site.url}/models/hub-samples/tiny-gpt2/blob/main/config.json")
+    assert page.url == f"{site.url}/hub-samples/tiny-gpt2/blob/main/config.json"
+    assert "n_embd" in page.locator(".file-view pre").inner_text()
+    assert page.goto(f"{site.url}/models").status == 200 and total(page) >= 50  # the list is still the list
+    assert page.goto(f"{site.url}/models/nobody/nothing").status == 404

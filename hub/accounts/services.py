@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from hub.accounts.models import ApiToken, Membership, Namespace
-from hub.errors import BadRequest, Unauthorized
+from hub.errors import BadRequest, Conflict, Unauthorized
 from hub.repos.validation import check_name
 
 TOKEN_PREFIX = "hub_"
@@ -50,6 +50,26 @@ def do_create_token(user: User, *, name: str = "token", read_only: bool = False,
     ApiToken.objects.create(user=user, name=name, prefix=token[:10], digest=hash_token(token),
                             read_only=read_only, kind=kind)
     return token
+
+
+TOKEN_NAME_MAX = 100
+
+
+def check_create_token(user: User, *, name: str, read_only: bool = False) -> str:
+    """A token a person names (on the tokens page): the name must be given and differ from those of
+    their live tokens, so the list tells them apart when one is to be revoked. Its errors are sentences
+    for the page's form. Creations for one user
+    run one at a time (the user row is locked), so two at once cannot both take a name."""
+    name = (name or "").strip()
+    if not name:
+        raise BadRequest("Give the token a name, e.g. laptop or training-job")
+    if len(name) > TOKEN_NAME_MAX:
+        raise BadRequest(f"A token name has at most {TOKEN_NAME_MAX} characters")
+    with transaction.atomic():
+        User.objects.select_for_update().only("pk").get(pk=user.pk)
+        if ApiToken.objects.filter(user=user, kind=ApiToken.USER, revoked_at=None, name__iexact=name).exists():
+            raise Conflict(f"You already have a token named “{name}”: pick another name, or revoke that one first")
+        return do_create_token(user, name=name, read_only=read_only)
 
 
 def authenticate_token(token: str) -> ApiToken:

@@ -32,6 +32,8 @@ class CatalogEntry(models.Model):
     paper = models.URLField(max_length=500, blank=True)
     base_model = models.CharField(max_length=200, blank=True)
     parameters = models.CharField(max_length=32, blank=True)
+    trust_remote_code = models.BooleanField(
+        default=False, help_text="the model's own code must run to load it (from_pretrained(..., trust_remote_code=True))")
     source = models.CharField(max_length=8, default=SEED,
                               choices=[(SEED, "seed file"), (SAMPLE, "sample"), (CARD, "the repo's card")])
     # What a search matches (id, title, summary, tasks, ...), derived by services.refresh_search. On

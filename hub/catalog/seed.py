@@ -119,6 +119,9 @@ def _item(repo_type: str, row, where: str) -> SeedItem:
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise SeedError(f"{where} ({repo_id}): {key} must be a whole number or empty")
         values[key] = value
+    remote = row.get("trust_remote_code", False)
+    if not isinstance(remote, bool) or (remote and repo_type != Repo.MODEL):
+        raise SeedError(f"{where} ({repo_id}): trust_remote_code must be true or false, and only on a model")
     if not values["title"]:
         values["title"] = name
     bad = set(values["modality"]) - set(services.MODALITIES)
@@ -129,7 +132,8 @@ def _item(repo_type: str, row, where: str) -> SeedItem:
         tasks=values["tasks"], modality=values["modality"], languages=values["languages"],
         upstream_size=values["size_bytes"], upstream_files=values["file_count"], homepage=values["homepage"],
         paper=values["paper"], base_model=values["base_model"] if repo_type == Repo.MODEL else "",
-        parameters=values["parameters"][:32] if repo_type == Repo.MODEL else "", upstream_id=repo_id)
+        parameters=values["parameters"][:32] if repo_type == Repo.MODEL else "", trust_remote_code=remote,
+        upstream_id=repo_id)
     return SeedItem(repo_type, ns, name, data)
 
 

@@ -113,6 +113,7 @@ class EntryData:
     paper: str = ""
     base_model: str = ""
     parameters: str = ""
+    trust_remote_code: bool = False
     upstream_id: str = ""
     source: str = CatalogEntry.SEED
 
@@ -472,6 +473,12 @@ def search(user, query: Query, per_page: int = PER_PAGE) -> Page:
     return Page(cards_by_id(ids), number, paginator)
 
 
+def count_matches(user, repo_type: str, q: str) -> int:
+    """How many repos of `repo_type` the user may see match the search words `q` (no filters): what
+    an empty search of the other kind points to."""
+    return listing(user, Query(type=repo_type, q=q)).order_by().count()
+
+
 def facet_version() -> int:
     """A number that changes whenever the filter options' counts can (catalog migration 0007:
     bumped by triggers when facet rows come or go, or a repo changes visibility or is deleted)."""
@@ -506,12 +513,17 @@ def facet_options(repo_type: str) -> dict[str, list[tuple[str, str, int]]]:
 class HomeStats:
     datasets: int
     models: int
-    mirrored: int
+    mirrored_datasets: int  # each links to its list filtered by mirrored=yes, so they count what it lists
+    mirrored_models: int
     organisations: int
     highlights: list[CardRow]
     ready: list[CardRow]
     tasks: dict[str, list[tuple[str, str, int]]]
     languages: list[tuple[str, str, int]]
+
+    @property
+    def mirrored(self) -> int:
+        return self.mirrored_datasets + self.mirrored_models
 
 
 def home(user) -> HomeStats:
@@ -525,9 +537,10 @@ def home(user) -> HomeStats:
     highlights = sorted(card_rows(visible.filter(wanted)), key=lambda r: order.get((r.type, r.repo_id), 99))
     ready = card_rows(visible.filter(MIRRORED).order_by("-downloads", "-last_modified"), limit=6)
     orgs = visible.filter(catalog__isnull=False).values("namespace").distinct().count()
+    mirrored = dict(visible.filter(MIRRORED).values_list("type").annotate(n=Count("id")).order_by())
     datasets, models = facet_options(Repo.DATASET), facet_options(Repo.MODEL)
-    return HomeStats(counts.get(Repo.DATASET, 0), counts.get(Repo.MODEL, 0), visible.filter(MIRRORED).count(),
-                     orgs, highlights, ready, {"datasets": datasets[CatalogFacet.TASK][:12],
+    return HomeStats(counts.get(Repo.DATASET, 0), counts.get(Repo.MODEL, 0), mirrored.get(Repo.DATASET, 0),
+                     mirrored.get(Repo.MODEL, 0), orgs, highlights, ready, {"datasets": datasets[CatalogFacet.TASK][:12],
                                                "models": models[CatalogFacet.TASK][:8]},
                      datasets[CatalogFacet.LANGUAGE][:12])
 
@@ -645,6 +658,7 @@ def card_facts(repo: Repo, entry: CatalogEntry | None, card_meta: dict) -> list[
         facts = [("License", entry.license, []), ("Tasks", "", entry.tasks), ("Modality", "", entry.modality),
                  ("Languages", "", [language_name(c) for c in entry.languages]),
                  ("Parameters", entry.parameters, []), ("Base model", entry.base_model, []),
+                 ("Custom code", "loads with trust_remote_code=True" if entry.trust_remote_code else "", []),
                  ("Upstream size", format_size(entry.upstream_size) if entry.upstream_size else "", []),
                  ("Upstream files", f"{entry.upstream_files:,}" if entry.upstream_files else "", [])]
     else:
@@ -662,9 +676,11 @@ class Snippets:
     instance: str
 
 
-def snippets(repo: Repo, base_url: str, example_file: str | None) -> Snippets:
-    """How to use the repo from each front door: the CLI, HF_ENDPOINT code, hub:// and an instance."""
+def snippets(repo: Repo, base_url: str, example_file: str | None, entry: CatalogEntry | None = None) -> Snippets:
+    """How to use the repo from each front door: the CLI, HF_ENDPOINT code, hub:// and an instance.
+    A model whose catalog entry says it needs its own code loads with trust_remote_code=True."""
     rid = repo.repo_id
+    remote = ", trust_remote_code=True" if entry is not None and entry.trust_remote_code else ""
     if repo.type == Repo.DATASET:
         pull = f"hub pull datasets/{rid}"
         python = (f"export HF_ENDPOINT={base_url}\n\n"
@@ -675,8 +691,8 @@ def snippets(repo: Repo, base_url: str, example_file: str | None) -> Snippets:
         pull = f"hub pull {rid}"
         python = (f"export HF_ENDPOINT={base_url}\n\n"
                   f"from transformers import AutoModel, AutoTokenizer\n"
-                  f"tokenizer = AutoTokenizer.from_pretrained(\"{rid}\")\n"
-                  f"model = AutoModel.from_pretrained(\"{rid}\")")
+                  f"tokenizer = AutoTokenizer.from_pretrained(\"{rid}\"{remote})\n"
+                  f"model = AutoModel.from_pretrained(\"{rid}\"{remote})")
         url = f"hub://models/{rid}/{example_file or ''}"
         mount = f"/mnt/hub/models/{rid}"
     if url.endswith("/"):  # no file to name (an empty repo): list it

@@ -3,6 +3,8 @@ and instances. Each view parses the form, calls the services of hub.volumes, hub
 hub.quotas or hub.instances, and renders or redirects back."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -16,14 +18,15 @@ from hub.accounts import services as accounts
 from hub.accounts.middleware import limit_failures, limit_token_creation
 from hub.catalog import services as catalog
 from hub.config import format_size
-from hub.errors import BadRequest, TooManyRequests
+from hub.errors import BadRequest, Conflict, InvalidPath, PreconditionFailed, RepoNotFound, TooManyRequests
 from hub.hfapi.views import base_url
 from hub.instances import services as instances
 from hub.quotas import services as quotas
 from hub.repos import blobs, serving
+from hub.repos import services as repos
 from hub.repos.models import Repo
 from hub.volumes import services as volumes
-from hub.web.pages import actor_of, error_page, page
+from hub.web.pages import actor_of, error_page, form_action, page
 
 VOLUME_PAGE = 200
 
@@ -52,20 +55,45 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 
 # --- volume -----------------------------------------------------------------------------------------
+# The forms' errors show on the volume page, worded for the form: the services speak the API's words
+# ("pass overwrite to replace it"), which the form has no way to do.
 
 def _volume_url(path: str) -> str:
     return "/settings/volume" + (f"?{urlencode({'path': path})}" if path else "")
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+def _back_to_volume(request: HttpRequest) -> str:
+    """The folder the form was in: its `path` field, or the parent of what it renamed or deleted."""
+    if "path" in request.POST:
+        return _volume_url((request.POST.get("path") or "").strip("/"))
+    return _volume_url(_parent((request.POST.get("src") or request.POST.get("target") or "").strip("/")))
 
 
 def _dir(request: HttpRequest) -> str:
     return volumes.check_volume_path(request.POST.get("path") or "", root_ok=True, directory=True)
 
 
+def _typed_path(text: str) -> str:
+    """A path typed into a form, from the volume root (surrounding blanks and slashes dropped)."""
+    path = (text or "").strip().strip("/")
+    if not path:
+        raise BadRequest("Give a name")
+    try:
+        return volumes.check_volume_path(path)
+    except InvalidPath:
+        if any(part in ("", ".", "..") for part in path.split("/")):
+            raise InvalidPath("Names cannot be empty, “.” or “..”: give a path inside your volume, "
+                              "like runs/ckpt.bin") from None
+        raise
+
+
 def _join(directory: str, name: str) -> str:
     name = (name or "").strip().strip("/")
-    if not name:
-        raise BadRequest("give a name")
-    return volumes.check_volume_path(f"{directory}/{name}" if directory else name)
+    return _typed_path(f"{directory}/{name}" if directory and name else name)
 
 
 @login_required
@@ -96,64 +124,90 @@ def volume_file(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-@page
+@form_action(_back_to_volume)
 def volume_upload(request: HttpRequest) -> HttpResponse:
+    """Writes the file; one already at that path is replaced only when the form's `replace` box is
+    ticked, as a rename never overwrites: a file is not lost to a name that happens to clash."""
     vol = volumes.volume_of(request.user)
     directory = _dir(request)
     upload = request.FILES.get("file")
     if upload is None:
-        raise BadRequest("choose a file to upload")
+        raise BadRequest("Choose a file to upload")
     path = _join(directory, request.POST.get("name") or upload.name)
-    volumes.do_write(vol, path, upload, upload.size, user=request.user)
-    messages.success(request, f"Uploaded {path} ({format_size(upload.size)}).")
+    replace = bool(request.POST.get("replace"))
+    try:
+        _, created = volumes.do_write(vol, path, upload, upload.size, user=request.user, if_none_match=not replace)
+    except (PreconditionFailed, volumes.IsADirectory):
+        if volumes.resolve(vol, path).is_dir:
+            raise Conflict(f"“{path}” is a folder: upload the file under another name") from None
+        raise Conflict(f"“{path}” already exists: tick “Replace a file of the same name” to overwrite it, "
+                       "or rename or delete it first") from None
+    if created:
+        messages.success(request, f"Uploaded {path} ({format_size(upload.size)}).")
+    else:
+        messages.success(request, f"Replaced {path} with the uploaded file ({format_size(upload.size)}); "
+                                  "the previous version is gone.")
     return redirect(_volume_url(directory))
 
 
 @login_required
 @require_POST
-@page
+@form_action(_back_to_volume)
 def volume_mkdir(request: HttpRequest) -> HttpResponse:
     vol = volumes.volume_of(request.user)
     directory = _dir(request)
     path = _join(directory, request.POST.get("name", ""))
-    volumes.do_mkdir(vol, path, parents=True)
-    messages.success(request, f"Created the folder {path}.")
+    try:
+        _, created = volumes.do_mkdir(vol, path, parents=True)
+    except volumes.FileExists:
+        raise Conflict(f"“{path}” is a file: pick another name for the folder") from None
+    if created:
+        messages.success(request, f"Created the folder {path}.")
+    else:
+        messages.info(request, f"The folder {path} was already there; nothing changed.")
     return redirect(_volume_url(directory))
 
 
 @login_required
 @require_POST
-@page
+@form_action(_back_to_volume)
 def volume_rename(request: HttpRequest) -> HttpResponse:
     vol = volumes.volume_of(request.user)
     src = volumes.check_volume_path(request.POST.get("src"))
-    dst = volumes.check_volume_path((request.POST.get("dst") or "").strip().strip("/"))
-    volumes.do_move(vol, src, dst, parents=True)
+    dst = _typed_path(request.POST.get("dst"))
+    try:
+        volumes.do_move(vol, src, dst, parents=True)
+    except volumes.FileExists:
+        raise Conflict(f"“{dst}” already exists: pick another name or delete it first") from None
     messages.success(request, f"Renamed {src} to {dst}.")
-    return redirect(_volume_url(dst.rsplit("/", 1)[0] if "/" in dst else ""))
+    return redirect(_volume_url(_parent(dst)))
 
 
 @login_required
 @require_POST
-@page
+@form_action(_back_to_volume)
 def volume_delete(request: HttpRequest) -> HttpResponse:
     vol = volumes.volume_of(request.user)
     path = volumes.check_volume_path(request.POST.get("target"))
     freed = volumes.do_delete(vol, path, recursive=True)
     messages.success(request, f"Deleted {path}" + (f"; {format_size(freed)} freed." if freed else "."))
-    return redirect(_volume_url(path.rsplit("/", 1)[0] if "/" in path else ""))
+    return redirect(_volume_url(_parent(path)))
 
 
 # --- tokens -----------------------------------------------------------------------------------------
 
+def _back_to_tokens(request: HttpRequest, *args, **kwargs) -> str:
+    return "/settings/tokens"
+
+
 @login_required
-@page
+@form_action(_back_to_tokens)
 def tokens(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         limit_token_creation(request, request.user)
-        name = (request.POST.get("name") or "").strip()[:100] or "web"
+        name = (request.POST.get("name") or "").strip()
         read_only = request.POST.get("role") != "write"
-        token = accounts.do_create_token(request.user, name=name, read_only=read_only)
+        token = accounts.check_create_token(request.user, name=name, read_only=read_only)
         # Shown once, on the page this redirects to; only its hash is kept after that.
         request.session["new_token"] = {"name": name, "token": token, "read_only": read_only}
         return redirect("/settings/tokens")
@@ -164,7 +218,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-@page
+@form_action(_back_to_tokens)
 def revoke_token(request: HttpRequest, token_id: str) -> HttpResponse:
     row = accounts.access_token(request.user, token_id)
     accounts.revoke_token(row)
@@ -174,23 +228,44 @@ def revoke_token(request: HttpRequest, token_id: str) -> HttpResponse:
 
 # --- instances --------------------------------------------------------------------------------------
 
+def _back_to_instances(request: HttpRequest, *args, **kwargs) -> str:
+    return "/settings/instances"
+
+
 def _mount(request: HttpRequest) -> instances.MountRequest:
     repo_type = Repo.DATASET if request.POST.get("type") == Repo.DATASET else Repo.MODEL
     repo_id = (request.POST.get("repo") or "").strip().strip("/")
     if repo_id.startswith("datasets/"):
         repo_type, repo_id = Repo.DATASET, repo_id[len("datasets/"):]
+    elif repo_id.startswith("models/"):
+        repo_type, repo_id = Repo.MODEL, repo_id[len("models/"):]
     return instances.MountRequest(repo_id=repo_id, type=repo_type, revision=(request.POST.get("revision") or "").strip(),
                                   path=(request.POST.get("mount_path") or "").strip())
 
 
+@contextmanager
+def _repo_named(actor, mount: instances.MountRequest) -> Iterator[None]:
+    """A repo the form names but the actor cannot see, said for the form: the repo may be of the other
+    kind than the one picked in the list (the list starts at "dataset")."""
+    try:
+        yield
+    except RepoNotFound:
+        other = Repo.MODEL if mount.type == Repo.DATASET else Repo.DATASET
+        if mount.repo_id.count("/") == 1 and repos.visible_repos(actor.user).filter(
+                type=other, namespace__name=mount.repo_id.split("/")[0], name=mount.repo_id.split("/")[1]).exists():
+            raise RepoNotFound(f"“{mount.repo_id}” is a {other}, not a {mount.type}: choose “{other}” in the list") from None
+        raise RepoNotFound(f"No dataset or model {mount.repo_id}, or you cannot see it") from None
+
+
 @login_required
-@page
+@form_action(_back_to_instances)
 def instance_list(request: HttpRequest) -> HttpResponse:
     actor = actor_of(request)
     if request.method == "POST":
         limit_token_creation(request, request.user)
         mounts = [_mount(request)] if (request.POST.get("repo") or "").strip() else []
-        instance, token = instances.do_register(actor, (request.POST.get("name") or "").strip(), mounts)
+        with _repo_named(actor, mounts[0]) if mounts else nullcontext():
+            instance, token = instances.do_register(actor, (request.POST.get("name") or "").strip(), mounts)
         request.session["new_instance"] = {"name": instance.name, "token": token}
         return redirect("/settings/instances")
     rows = list(instances.instances_of(actor).order_by("revoked_at", "name"))
@@ -201,18 +276,20 @@ def instance_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-@page
+@form_action(_back_to_instances)
 def instance_attach(request: HttpRequest, instance_id: str) -> HttpResponse:
     actor = actor_of(request)
     instance = instances.access_instance(actor, instance_id)
-    mount = instances.do_attach(actor, instance, _mount(request))
-    messages.success(request, f"Attached {mount.repo.repo_id} to {instance.name}.")
+    mount = _mount(request)
+    with _repo_named(actor, mount):
+        attached = instances.do_attach(actor, instance, mount)
+    messages.success(request, f"Attached {attached.repo.repo_id} to {instance.name}.")
     return redirect("/settings/instances")
 
 
 @login_required
 @require_POST
-@page
+@form_action(_back_to_instances)
 def instance_detach(request: HttpRequest, instance_id: str, mount_id: int) -> HttpResponse:
     actor = actor_of(request)
     instance = instances.access_instance(actor, instance_id)
@@ -223,7 +300,7 @@ def instance_detach(request: HttpRequest, instance_id: str, mount_id: int) -> Ht
 
 @login_required
 @require_POST
-@page
+@form_action(_back_to_instances)
 def instance_revoke(request: HttpRequest, instance_id: str) -> HttpResponse:
     actor = actor_of(request)
     instance = instances.access_instance(actor, instance_id)

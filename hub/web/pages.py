@@ -6,9 +6,10 @@ from collections.abc import Callable
 from functools import wraps
 
 from django.conf import settings
+from django.contrib import messages
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 
 from hub.catalog.services import facet_version
 from hub.errors import HubError
@@ -62,6 +63,35 @@ def page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
             return error_page(request, err)
 
     return wrapper
+
+
+def sentence(text: str) -> str:
+    """An error message as a sentence on a page: with a full stop. Its first letter stays as it is,
+    as a message may begin with a path or a name, whose case matters."""
+    text = text.strip()
+    return text + ("" if not text or text.endswith((".", "!", "?")) else ".")
+
+
+def form_action(back: Callable[..., str]) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """For a view that handles a form's POST: a hub error it raises becomes an error message on the
+    page the form is on (the URL `back(request, *args, **kwargs)` gives), as its successes do,
+    instead of an error page. The view raises errors worded for the form where the service's words
+    are the API's (the API keeps its own). A GET it also serves renders errors as pages, like @page."""
+
+    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            try:
+                return view(request, *args, **kwargs)
+            except HubError as err:
+                if request.method != "POST":
+                    return error_page(request, err)
+                messages.error(request, sentence(err.message))
+                return redirect(back(request, *args, **kwargs))
+
+        return wrapper
+
+    return decorator
 
 
 def anonymous_cache(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

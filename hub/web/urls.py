@@ -1,17 +1,23 @@
 """Web pages. Fixed paths (lists, accounts, settings) come before the repo patterns, whose first
 segment is a namespace: `datasets`, `models`, `accounts` and `settings` are reserved namespace
-names (hub.repos.validation), so no repo can hide these pages."""
+names (hub.repos.validation), so no repo can hide these pages, and /models/NS/NAME (the form the CLI
+and hub:// take) can only be a model's page under its other name."""
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import path, re_path
+from django.views.generic import RedirectView
 
 from hub.web import account, views
 
 REPO = r"^(?P<prefix>datasets/|)(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
 REV = r"(?P<rev>[^/]+)"
+NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"
 
 urlpatterns = [
     re_path(r"^$", views.home, name="home"),
     re_path(r"^healthz$", views.healthz),
+    # Browsers and tools ask for /favicon.ico whatever the page links; base.html links the SVG.
+    re_path(r"^favicon\.ico$", RedirectView.as_view(url=static("web/favicon.svg"))),
     re_path(r"^(?P<kind>datasets|models)$", views.repo_list, name="list"),
     path("accounts/login", account.LoginView.as_view(), name="login"),
     path("accounts/logout", auth_views.LogoutView.as_view(), name="logout"),
@@ -28,6 +34,7 @@ urlpatterns = [
     path("settings/instances/<str:instance_id>/attach", account.instance_attach),
     path("settings/instances/<str:instance_id>/mounts/<int:mount_id>/detach", account.instance_detach),
     path("settings/instances/<str:instance_id>/revoke", account.instance_revoke),
+    re_path(r"^models/(?P<rest>" + NAME + r"(?:/.*)?)$", views.model_alias),
     re_path(REPO + r"$", views.repo_page, name="repo"),
     re_path(REPO + r"/tree/" + REV + r"(?:/(?P<path>.*))?$", views.tree),
     re_path(REPO + r"/blob/" + REV + r"/(?P<path>.+)$", views.blob),

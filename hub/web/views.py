@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -32,7 +32,13 @@ def repo_list(request: HttpRequest, kind: str) -> HttpResponse:
     repo_type = KINDS[kind]
     query = catalog.Query.from_params(repo_type, request.GET)
     found = catalog.search(user_of(request), query)
+    elsewhere = None  # an empty search says where its words do match
+    if not found.object_list and query.q:
+        other = "models" if kind == "datasets" else "datasets"
+        n = catalog.count_matches(user_of(request), KINDS[other], query.q)
+        elsewhere = (other, n) if n else None
     return render(request, "web/list.html", {
+        "elsewhere": elsewhere,
         "kind": kind, "nav": kind, "query": query, "page": found,
         "page_range": found.paginator.get_elided_page_range(found.number, on_each_side=2, on_ends=1),
         "facets": catalog.facet_options(repo_type), "sorts": [(k, v[0]) for k, v in catalog.SORTS.items()],
@@ -76,7 +82,7 @@ def repo_page(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResp
     card = catalog.card(commit, catalog.web_path(repo.type, repo.repo_id))
     ctx = _context(request, repo, "card", commit=commit, card=card)
     ctx["facts"] = catalog.card_facts(repo, ctx["entry"], card.meta if card else {})
-    ctx["snippets"] = catalog.snippets(repo, base_url(request), catalog.example_file(commit))
+    ctx["snippets"] = catalog.snippets(repo, base_url(request), catalog.example_file(commit), ctx["entry"])
     ctx["mirror_jobs"] = [mirrors.job_progress(j) for j in mirrors.recent_jobs(repo, 1)]
     return render(request, "web/repo.html", ctx)
 
@@ -160,6 +166,14 @@ def accept_gate(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpRe
     repos.do_accept_gate(actor_of(request), repo)
     messages.success(request, f"You accepted the conditions of {repo.repo_id}: its files are yours to download.")
     return redirect(catalog.web_path(repo.type, repo.repo_id))
+
+
+@require_GET
+def model_alias(request: HttpRequest, rest: str) -> HttpResponse:
+    """/models/NS/NAME[/...] is where one looks for a model after `hub pull models/NS/NAME` or
+    hub://models/...; its page is at /NS/NAME, as on Hugging Face."""
+    query = request.META.get("QUERY_STRING")
+    return HttpResponsePermanentRedirect(f"/{rest}" + (f"?{query}" if query else ""))
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -1,10 +1,12 @@
 """Small template helpers for the web pages."""
 from __future__ import annotations
 
+from datetime import timedelta
 from html import escape
 from urllib.parse import urlencode
 
 from django import template
+from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 
@@ -23,6 +25,20 @@ def size(n) -> str:
 @register.filter
 def count(n) -> str:
     return "—" if n is None else f"{int(n):,}"
+
+
+@register.filter
+def plural(n, word: str) -> str:
+    """'1 file', '2 files', '1,024 files' ('— files' when unknown)."""
+    return f"{count(n)} {word}{'' if n == 1 else 's'}"
+
+
+@register.filter
+def ago(when) -> str:
+    """'5 minutes ago'; under a minute (or a clock a little ahead) 'just now', not '0 minutes ago'."""
+    if timezone.now() - when < timedelta(minutes=1):
+        return "just now"
+    return f"{timesince(when)} ago"
 
 
 @register.filter
@@ -106,8 +122,8 @@ def repo_card(r) -> SafeString:
             meta.append(f'<span>{escape(r.parameters)} params</span><span class="sep">·</span>')
     if r.size is not None:
         meta.append(f'<span>{size(r.size)}</span><span class="sep">·</span>')
-    meta.append(f'<span>updated {timesince(r.last_modified)} ago</span><span class="sep">·</span>'
-                f'<span>{count(r.downloads)} downloads</span>')
+    meta.append(f'<span>updated {ago(r.last_modified)}</span><span class="sep">·</span>'
+                f'<span>{plural(r.downloads, "download")}</span>')
     parts.append('  <div class="meta">' + "\n    ".join(meta) + "</div>\n</div>")
     return mark_safe("\n".join(parts))
 
