@@ -647,14 +647,14 @@ def card(commit: Commit, web: str | None = None) -> Card | None:
 
 
 def card_facts(repo: Repo, entry: CatalogEntry | None, card_meta: dict) -> list[tuple[str, str, list[str]]]:
-    """The sidebar's metadata as (label, text, chips): the catalog's where the repo has an entry,
-    else what the card's front matter says."""
+    """The sidebar's metadata as (label, text, chips): the catalog's where the repo has a curated
+    entry, else what the card's front matter says (all of it, tags included)."""
     def listed(value) -> list[str]:
         if isinstance(value, str):
             return [value]
         return [str(v) for v in value] if isinstance(value, list) else []
 
-    if entry is not None:
+    if entry is not None and entry.source != CatalogEntry.CARD:
         facts = [("License", entry.license, []), ("Tasks", "", entry.tasks), ("Modality", "", entry.modality),
                  ("Languages", "", [language_name(c) for c in entry.languages]),
                  ("Parameters", entry.parameters, []), ("Base model", entry.base_model, []),
