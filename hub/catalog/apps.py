@@ -1,11 +1,18 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_migrate, pre_migrate
 
 
 def _ensure_search_index(using: str = "default", **kwargs) -> None:
     from hub.catalog import sqlite_search
 
     sqlite_search.ensure(using)
+
+
+def _drop_search_triggers(using: str = "default", plan=None, **kwargs) -> None:
+    if plan:  # (migrations to apply: one may rebuild a table the triggers name)
+        from hub.catalog import sqlite_search
+
+        sqlite_search.drop_triggers(using)
 
 
 def _index_card(sender, repo_pk: int, **kwargs) -> None:
@@ -25,5 +32,6 @@ class CatalogConfig(AppConfig):
         from hub.repos.signals import card_changed
 
         # After every migrate (sent once per app; ensure() is a lookup when all is there).
+        pre_migrate.connect(_drop_search_triggers, dispatch_uid="catalog-sqlite-search-drop")
         post_migrate.connect(_ensure_search_index, dispatch_uid="catalog-sqlite-search")
         card_changed.connect(_index_card, dispatch_uid="catalog-index-card")

@@ -52,6 +52,20 @@ FACET_TRIGGERS = {
 _READY: dict[str, bool] = {}  # per database alias: whether the index is there
 
 
+def drop_triggers(using: str = "default") -> None:
+    """Drops the search index's triggers (before migrations run: see the app's pre_migrate). They
+    name catalog_catalogentry and accounts_namespace inside their bodies, and SQLite checks every
+    trigger when a migration renames a rebuilt table into place — with one of those tables dropped
+    at that moment, the migration fails. `ensure` makes them again, and refills the index, after."""
+    conn = connections[using]
+    if conn.vendor != "sqlite":
+        return
+    with conn.cursor() as cur:
+        for name in TRIGGERS:
+            cur.execute(f"DROP TRIGGER IF EXISTS {name}")
+    _READY.pop(using, None)
+
+
 def ensure(using: str = "default") -> bool:
     """Makes the index and its triggers where missing, and fills the index when anything was
     missing. False when this SQLite has no FTS5 trigram tokenizer (searches then scan with LIKE)."""
