@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage.client import DATASET, HubClient, HubClientError, NotFoundError, UsageError
-from storage.progress import Progress
+from storage.progress import Progress, plural
 from storage.transfer import Context, RateLimiter, Scheduler, Stats, UploadJob, _hash_file
 
 INLINE_BUDGET = 64 * 2**20  # bytes of small files sent inside the commit; beyond, they go as LFS objects
@@ -123,7 +123,7 @@ def push(client: HubClient, folder: str | Path, repo_type: str, repo_id: str, *,
         ctx.progress.close()
     if not changed:
         return PushResult(None, None, created, len(files), 0, ctx.stats)
-    summary = message or f"Upload {len(changed)} file{'s' if len(changed) != 1 else ''} with hub push"
+    summary = message or f"Upload {plural(len(changed), 'file')} with hub push"
     lines = [{"key": "header", "value": {"summary": summary, "description": ""}}]
     for kind, f in sorted(changed, key=lambda c: c[1].path):
         if kind == "file":

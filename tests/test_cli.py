@@ -68,11 +68,11 @@ def failed(proc: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 def fetched(proc: subprocess.CompletedProcess) -> int:
-    return int(re.search(r"fetched (\d+) bytes", proc.stderr).group(1))
+    return int(re.search(r"fetched (\d+) bytes?\b", proc.stderr).group(1))
 
 
 def uploaded(proc: subprocess.CompletedProcess) -> int:
-    return int(re.search(r"uploaded (\d+) bytes", proc.stderr).group(1))
+    return int(re.search(r"uploaded (\d+) bytes?\b", proc.stderr).group(1))
 
 
 def make_tree(root: Path, files: dict[str, bytes]) -> dict[str, bytes]:
@@ -390,7 +390,7 @@ def test_it_copies_repo_files_into_the_volume_by_hash(hub, alice, unique, tmp_pa
     # Only (path, size, sha256) go to the hub: no request carries a file's bytes either way.
     seen = watch_requests(monkeypatch)
     cp = ok(run_here(monkeypatch, capsys, env, "cp", "-r", f"{repo}@v1/data", f"volume/corpus-{unique}"))
-    assert "copied 3 files (20.0 MiB)" in cp.stderr and "3 by hash" in cp.stderr
+    assert "copied 3 files (21 MB)" in cp.stderr and "3 by hash" in cp.stderr  # decimal, as `hub quota`
     assert fetched(cp) == 0 and uploaded(cp) == 0
     assert seen and sum(n for _, _, n in seen) < 64 * 1024
     assert all(url.startswith(f"{hub.url}/api/") for _, url, _ in seen), seen
@@ -408,7 +408,7 @@ def test_it_copies_repo_files_into_the_volume_by_hash(hub, alice, unique, tmp_pa
     make_tree(tmp_path / "model", {"config.json": b'{"hidden_size": 8}\n'})
     ok(run(env, "push", str(tmp_path / "model"), model))
     one = ok(run(env, "cp", f"{model}/config.json", f"volume/x-{unique}/config.json"))
-    assert "1 by hash" in one.stderr and uploaded(one) == 0
+    assert "copied 1 file (19 B)" in one.stderr and "1 by hash" in one.stderr and uploaded(one) == 0
     ok(run(env, "cp", "--type", "dataset", f"alice/corpus-{unique}@v1/data/a.csv", f"volume/corpus-{unique}/sub/"))
     ok(run(env, "cp", f"hub://volume/x-{unique}/config.json", str(tmp_path / "config.json")))
     assert (tmp_path / "config.json").read_bytes() == b'{"hidden_size": 8}\n'
