@@ -507,6 +507,20 @@ class HubClient:
                 return False
             raise
 
+    def delete_repo(self, repo_type: str, repo_id: str) -> None:
+        ns, name = repo_id.split("/", 1)
+        self.json("DELETE", "api/repos/delete", data={"name": name, "organization": ns, "type": repo_type},
+                  retry=NO_RETRY)
+
+    def list_refs(self, repo_type: str, repo_id: str) -> dict:
+        """{"branches": [{"name", "targetCommit"}...], "tags": [...]}."""
+        return self.json("GET", f"{api_prefix(repo_type)}/{repo_id}/refs")
+
+    def list_commits(self, repo_type: str, repo_id: str, revision: str, *, limit: int = 50) -> list[dict]:
+        """The newest `limit` commits reachable from `revision`, newest first (one page)."""
+        return self.json("GET", f"{api_prefix(repo_type)}/{repo_id}/commits/{quote(revision, safe='')}",
+                         params={"limit": limit})
+
     def create_branch(self, repo_type: str, repo_id: str, branch: str, starting_point: str | None = None) -> None:
         data = {"startingPoint": starting_point} if starting_point else {}
         self.json("POST", f"{api_prefix(repo_type)}/{repo_id}/branch/{quote(branch, safe='')}", data=data,

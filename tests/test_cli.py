@@ -496,17 +496,44 @@ def test_it_explains_what_went_wrong_in_one_line(hub, alice, bob, unique, tmp_pa
     failed(run(env, "push", str(tmp_path / "nowhere"), f"alice/x-{unique}"), "is not a directory")
 
 
-def test_it_refuses_a_push_over_quota_with_the_figures(hub, unique, tmp_path):
+def repo_exists(hub, token: str, repo_id: str, repo_type: str = "model") -> bool:
+    return hub.api(token).repo_exists(repo_id, repo_type=repo_type)
+
+
+def test_a_push_over_quota_leaves_no_repo_behind(hub, unique, tmp_path):
     name = f"dora{unique}"
     token = hub.manage("hub_token", name, "--quota", "5MB").stdout.strip().splitlines()[-1]
-    src = tmp_path / "src"
-    make_tree(src, {"big.bin": os.urandom(11 * 10**6)})
     env = client_env(hub, token, tmp_path)
-    line = failed(run(env, "push", str(src), f"{name}/m"), f"quota exceeded for {name}", "of 5 MB used")
-    assert "this upload needs 11 MB" in line
+
+    # More than the whole quota: refused with the figures before the repo is created.
+    make_tree(tmp_path / "big", {"big.bin": os.urandom(11 * 10**6)})
+    line = failed(run(env, "push", str(tmp_path / "big"), f"datasets/{name}/big"), f"quota exceeded for {name}",
+                  "0 B of 5 MB used", "this upload needs at least 11 MB")
+    assert "deleted" not in line
+    assert not repo_exists(hub, token, f"{name}/big", "dataset")
+
+    # Within the limit, but not once the hub counts it (inline files, 6 MB in all): the hub refuses
+    # the commit, and the push deletes the repo it had just created.
     small = tmp_path / "small"
-    make_tree(small, {f"f{i}.bin": os.urandom(2 * 10**6) for i in range(3)})  # inline, 6 MB in all
-    failed(run(env, "push", str(small), f"{name}/m"), "quota exceeded")
+    make_tree(small, {f"f{i}.bin": os.urandom(2 * 10**6) for i in range(3)})
+    failed(run(env, "push", str(small), f"{name}/m"), "quota exceeded", f"deleted the empty model {name}/m this push "
+           "had created")
+    assert not repo_exists(hub, token, f"{name}/m")
+
+    # A repo that was there before the push stays, with what it held.
+    make_tree(tmp_path / "first", {"a.txt": b"a\n"})
+    ok(run(env, "push", str(tmp_path / "first"), f"{name}/kept"))
+    line = failed(run(env, "push", str(small), f"{name}/kept"), "quota exceeded")
+    assert "deleted" not in line
+    files = hub.api(token).list_repo_files(f"{name}/kept")
+    assert sorted(files) == [".gitattributes", "a.txt"]
+
+
+def test_a_push_refuses_a_path_the_hub_would_refuse_before_creating_the_repo(hub, alice, unique, tmp_path):
+    env = client_env(hub, alice, tmp_path)
+    make_tree(tmp_path / "src", {"ok.txt": b"ok\n", "back\\slash.txt": b"no\n"})
+    failed(run(env, "push", str(tmp_path / "src"), f"alice/bad-{unique}"), "contains a backslash")
+    assert not repo_exists(hub, alice, f"alice/bad-{unique}")
 
 
 # --- the native endpoints ---------------------------------------------------------------------------
