@@ -50,19 +50,29 @@ class PushResult:
 
 
 def scan(folder: Path) -> list[LocalFile]:
-    """Every regular file under `folder`, skipping VCS folders and huggingface_hub's .cache/huggingface."""
+    """Every regular file under `folder`, skipping VCS folders and huggingface_hub's .cache/huggingface.
+    A symlink to a file is followed only if its target is inside `folder`: one leading out of it
+    (to /etc/hostname, to ~/.ssh...) is skipped with a warning, never uploaded."""
     if not folder.is_dir():
         raise UsageError(f"{folder} is not a directory", code="NotADirectory")
-    out = []
+    root = folder.resolve()
+    out, outside = [], []
     for dirpath, dirnames, filenames in os.walk(folder):
         rel_dir = Path(dirpath).relative_to(folder)
         dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS
                              and not (rel_dir == Path(".cache") and d == "huggingface"))
         for name in sorted(filenames):
             p = Path(dirpath) / name
+            if p.is_symlink() and not p.resolve().is_relative_to(root):
+                outside.append(f"{(rel_dir / name).as_posix()} -> {os.readlink(p)}")
+                continue
             if not p.is_file():
                 continue
             out.append(LocalFile((rel_dir / name).as_posix(), p, p.stat().st_size))
+    if outside:
+        more = f" and {len(outside) - 10} more" if len(outside) > 10 else ""
+        print(f"warning: skipped {plural(len(outside), 'symlink')} leading outside {folder}: "
+              f"{', '.join(outside[:10])}{more}", file=sys.stderr)
     return out
 
 

@@ -536,6 +536,25 @@ def test_a_push_refuses_a_path_the_hub_would_refuse_before_creating_the_repo(hub
     assert not repo_exists(hub, alice, f"alice/bad-{unique}")
 
 
+def test_a_push_skips_symlinks_leading_out_of_the_folder(hub, alice, unique, tmp_path):
+    secret = tmp_path / "outside" / "secret.txt"
+    make_tree(secret.parent, {"secret.txt": b"not for the hub\n"})
+    src = tmp_path / "src"
+    files = make_tree(src, {"a.txt": b"alpha\n", "d/b.txt": b"beta\n"})
+    (src / "link.txt").symlink_to(secret)
+    (src / "d" / "up.txt").symlink_to("../../outside/secret.txt")
+    (src / "inside.txt").symlink_to("d/b.txt")  # stays inside: followed
+    env = client_env(hub, alice, tmp_path)
+
+    push = ok(run(env, "push", str(src), f"alice/links-{unique}"))
+    assert f"warning: skipped 2 symlinks leading outside {src}: link.txt -> {secret}, " \
+           "d/up.txt -> ../../outside/secret.txt" in push.stderr
+    ok(run(env, "pull", f"alice/links-{unique}", "--local-dir", str(tmp_path / "back")))
+    got = read_tree(tmp_path / "back")
+    assert got.pop(".gitattributes")
+    assert got == files | {"inside.txt": b"beta\n"}
+
+
 # --- the native endpoints ---------------------------------------------------------------------------
 
 def test_the_manifest_lists_files_with_sha256_and_working_urls(hub, alice, bob, unique, tmp_path):
