@@ -555,6 +555,35 @@ def test_a_push_skips_symlinks_leading_out_of_the_folder(hub, alice, unique, tmp
     assert got == files | {"inside.txt": b"beta\n"}
 
 
+def test_a_missing_repo_names_the_other_type_the_caller_can_see(hub, alice, bob, unique, tmp_path):
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    make_tree(tmp_path / "src", {"wine.csv": b"a,b\n1,2\n"})
+    env = client_env(hub, alice, tmp_path)
+    ok(run(env, "push", str(tmp_path / "src"), f"datasets/alice/wine-{unique}"))
+    hint = f"no model alice/wine-{unique}; there is a dataset of that name: use datasets/alice/wine-{unique}"
+    for who in (alice, bob, None):
+        failed(run(client_env(hub, who, tmp_path), "pull", f"alice/wine-{unique}"), hint)
+    with pytest.raises(RepositoryNotFoundError) as exc:  # huggingface_hub shows the hub's sentence
+        hub.api(bob).model_info(f"alice/wine-{unique}")
+    assert hint in str(exc.value)
+    ok(run(env, "push", str(tmp_path / "src"), f"alice/wine-{unique}"))  # and the other way round
+    hub.api(alice).delete_repo(f"alice/wine-{unique}", repo_type="dataset")
+    failed(run(env, "pull", f"datasets/alice/wine-{unique}"),
+           f"no dataset alice/wine-{unique}; there is a model of that name: use models/alice/wine-{unique}")
+
+    # A private repo of the other type is named to those who may see it, and to no one else.
+    ok(run(env, "push", str(tmp_path / "src"), f"datasets/alice/hidden-{unique}", "--private"))
+    failed(run(env, "pull", f"alice/hidden-{unique}"), "there is a dataset of that name")
+    for who in (bob, None):
+        line = failed(run(client_env(hub, who, tmp_path), "pull", f"alice/hidden-{unique}"),
+                      f"model alice/hidden-{unique} not found")
+        assert "dataset" not in line
+        with pytest.raises(RepositoryNotFoundError) as exc:
+            hub.api(who).model_info(f"alice/hidden-{unique}")
+        assert "dataset" not in str(exc.value)
+
+
 # --- the native endpoints ---------------------------------------------------------------------------
 
 def test_the_manifest_lists_files_with_sha256_and_working_urls(hub, alice, bob, unique, tmp_path):
