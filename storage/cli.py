@@ -23,6 +23,7 @@ from storage.client import (
     HubClientError,
     HubPath,
     NotFoundError,
+    Settings,
     UsageError,
     load_credentials,
     normalize_endpoint,
@@ -75,12 +76,13 @@ def _rate(args: argparse.Namespace) -> float | None:
 
 def cmd_login(args: argparse.Namespace) -> int:
     endpoint = normalize_endpoint(args.endpoint) if args.endpoint else resolve_settings(token=False).endpoint
-    token = args.token
+    token, source = args.token, "--token"
     if not token:
-        token = (getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.readline()).strip()
+        source = "prompt" if sys.stdin.isatty() else "stdin"
+        token = (getpass.getpass("token: ") if source == "prompt" else sys.stdin.readline()).strip()
     if not token:
         raise UsageError("no token given: pass --token, or type or pipe it in", code="NoToken")
-    me = HubClient(endpoint, token).whoami()
+    me = HubClient(settings=Settings(endpoint, token, source)).whoami()
     creds = load_credentials()
     creds["tokens"][endpoint] = token
     creds["endpoint"] = endpoint

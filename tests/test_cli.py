@@ -584,6 +584,23 @@ def test_a_missing_repo_names_the_other_type_the_caller_can_see(hub, alice, bob,
         assert "dataset" not in str(exc.value)
 
 
+def test_token_errors_say_where_the_token_came_from_and_what_to_do(hub, tmp_path):
+    env = client_env(hub, None, tmp_path)
+    tokens = f"{hub.url}/settings/tokens"
+    line = failed(run(env, "login", input="garbage\n"), "rejected your token (from stdin)", "check the token",
+                  f"create one at {tokens}")
+    assert "run `hub login`" not in line
+    line = failed(run(env, "login", "--token", "garbage"), "(from --token)", "check the token")
+    assert "run `hub login`" not in line
+    failed(run(client_env(hub, "garbage", tmp_path), "whoami"), "(from HUB_TOKEN)", "set HUB_TOKEN to a valid token")
+
+    # Without a token, every command says the same thing, whatever the endpoint's own wording.
+    for args in (["ls", "volume"], ["whoami"], ["quota"], ["cp", "volume/x", str(tmp_path / "x")]):
+        failed(run(env, *args), "not logged in: set HUB_TOKEN or run `hub login`")
+    line = failed(run(env, "ls", "volume"))
+    assert "Bearer" not in line
+
+
 # --- the native endpoints ---------------------------------------------------------------------------
 
 def test_the_manifest_lists_files_with_sha256_and_working_urls(hub, alice, bob, unique, tmp_path):
