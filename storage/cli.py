@@ -10,7 +10,9 @@ import argparse
 import errno
 import getpass
 import os
+import shutil
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -294,12 +296,17 @@ def _hub_side(spec: str, repo_type: str | None, *, source: bool) -> HubPath | No
         return None
 
 
+STDIO = "-"  # as SRC, stdin (into a volume file); as DST, stdout (one file, written once verified)
+
+
 def cmd_cp(args: argparse.Namespace) -> int:
-    src = _hub_side(args.src, args.type, source=True)
-    dst = _hub_side(args.dst, args.type, source=False)
+    src = None if args.src == STDIO else _hub_side(args.src, args.type, source=True)
+    dst = None if args.dst == STDIO else _hub_side(args.dst, args.type, source=False)
     if dst is not None and dst.kind == "repo":
         raise UsageError("copying into a repo is not supported: use `hub push DIR REPO` to commit files",
                          code="NotSupported")
+    if args.src == STDIO:
+        return _cp_from_stdin(args)
     if src is None:
         if dst is None:
             raise UsageError("one of SRC and DST must be a hub path (hub://datasets/..., hub://models/..., "
@@ -310,6 +317,8 @@ def cmd_cp(args: argparse.Namespace) -> int:
     try:
         if dst is not None:
             return _cp_within_hub(client, src, dst.path, args)
+        if args.dst == STDIO:
+            return _cp_to_stdout(client, src, args)
         if src.kind == "volume":
             return _cp_from_volume(client, src.path, args)
         return _cp_from_repo(client, src, args)
@@ -317,6 +326,46 @@ def cmd_cp(args: argparse.Namespace) -> int:
         if bare and src.kind == "repo":  # perhaps a local path was meant
             err.message += f" (and there is no local file or directory {args.src!r})"
         raise
+
+
+def _cp_to_stdout(client: HubClient, src: HubPath, args: argparse.Namespace) -> int:
+    """One file to stdout: fetched and verified into a temporary directory like any copy, then written out."""
+    with tempfile.TemporaryDirectory(prefix="hub-cp-") as tmp:
+        args.dst = f"{tmp}/"
+        args.stdout = True
+        code = _cp_from_volume(client, src.path, args) if src.kind == "volume" else _cp_from_repo(client, src, args)
+        with open(Path(tmp) / Path(src.path).name, "rb") as fh:
+            shutil.copyfileobj(fh, sys.stdout.buffer, 1 << 20)
+        sys.stdout.flush()
+    return code
+
+
+def _no_directory_to_stdout(args: argparse.Namespace) -> None:
+    if getattr(args, "stdout", False):
+        raise UsageError(f"{args.src} is a directory: only a file can be copied to stdout (-)", code="IsADirectory")
+
+
+def _cp_from_stdin(args: argparse.Namespace) -> int:
+    """stdin to one volume file: spooled to a temporary file first (an upload needs its size and sha256)."""
+    from storage import volume
+    from storage.progress import Progress
+    from storage.transfer import Stats
+
+    dst = _volume_path(args.dst)
+    client = _client(args)
+    if not dst or args.dst.endswith("/") or _volume_isdir(client, dst):
+        raise UsageError("stdin has no file name: give one, as in `hub cp - volume/DIR/NAME`", code="BadPath")
+    stats = Stats()
+    with tempfile.TemporaryDirectory(prefix="hub-cp-") as tmp:
+        spool = Path(tmp) / "stdin"
+        with open(spool, "wb") as fh:
+            shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)
+        size = spool.stat().st_size
+        with Progress(f"cp to volume/{dst}", show=_progress(args)) as progress:
+            volume.upload(client, spool, dst, workers=args.workers, limit_rate=_rate(args), progress=progress,
+                          stats=stats)
+    say(f"copied stdin ({format_size(size)}) to volume/{dst}; uploaded {plural(stats.bytes_up, 'byte')}")
+    return 0
 
 
 def _manifest_items(client: HubClient, hp: HubPath) -> tuple[str, list[dict]]:
@@ -339,6 +388,7 @@ def _cp_from_repo(client: HubClient, hp: HubPath, args: argparse.Namespace) -> i
         target = dst / Path(hp.path).name if (dst.is_dir() or args.dst.endswith("/")) else dst
         targets = {items[0]["path"]: target}
     else:
+        _no_directory_to_stdout(args)
         if not args.recursive:
             raise UsageError(f"{args.src} is a directory: use -r to copy it", code="IsADirectory")
         if dst.exists() and not dst.is_dir():
@@ -481,6 +531,7 @@ def _cp_from_volume(client: HubClient, path: str, args: argparse.Namespace) -> i
         target = dst / Path(path).name if (dst.is_dir() or args.dst.endswith("/")) else dst
         targets = {path: target}
     else:
+        _no_directory_to_stdout(args)
         if not args.recursive:
             raise UsageError(f"volume/{path} is a directory: use -r to copy it", code="IsADirectory")
         if dst.exists() and not dst.is_dir():
@@ -580,8 +631,8 @@ def build_parser() -> argparse.ArgumentParser:
         "downloaded or uploaded then). Repos are written with `hub push`. Hub paths: "
         "hub://datasets/NS/NAME[@REV]/PATH, hub://models/..., hub://volume/PATH (hub:// optional; a "
         "source may also be NS/NAME[@REV]/PATH, a repo of --type)."))
-    p.add_argument("src", metavar="SRC")
-    p.add_argument("dst", metavar="DST")
+    p.add_argument("src", metavar="SRC", help="a hub path, a local path, or - for stdin (into a volume file)")
+    p.add_argument("dst", metavar="DST", help="a volume path, a local path, or - for stdout (one file)")
     _type_option(p)
     p.add_argument("-r", "--recursive", action="store_true", help="copy directories")
     _transfer_options(p)

@@ -601,6 +601,24 @@ def test_token_errors_say_where_the_token_came_from_and_what_to_do(hub, tmp_path
     assert "Bearer" not in line
 
 
+def test_cp_reads_stdin_and_writes_stdout_for_a_dash(hub, alice, unique, tmp_path):
+    env = client_env(hub, alice, tmp_path)
+    make_tree(tmp_path / "src", {"d/wine.csv": b"a,b\n1,2\n"})
+    ok(run(env, "push", str(tmp_path / "src"), f"datasets/alice/dash-{unique}"))
+
+    out = ok(run(env, "cp", f"datasets/alice/dash-{unique}/d/wine.csv", "-"))
+    assert out.stdout == "a,b\n1,2\n" and "copied 1 file (8 B)" in out.stderr
+    assert not (ROOT / "-").exists()
+    failed(run(env, "cp", "-r", f"datasets/alice/dash-{unique}/d", "-"), "only a file can be copied to stdout")
+
+    data = "x" * 5000 + "\n"
+    into = ok(run(env, "cp", "-", f"volume/dash-{unique}/piped.txt", input=data))
+    assert "copied stdin (5 kB)" in into.stderr
+    assert ok(run(env, "cp", f"volume/dash-{unique}/piped.txt", "-")).stdout == data
+    failed(run(env, "cp", "-", f"volume/dash-{unique}/", input=data), "stdin has no file name")
+    ok(run(env, "rm", "-r", f"volume/dash-{unique}"))
+
+
 # --- the native endpoints ---------------------------------------------------------------------------
 
 def test_the_manifest_lists_files_with_sha256_and_working_urls(hub, alice, bob, unique, tmp_path):
