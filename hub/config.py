@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import re
 
+from storage.progress import format_size  # noqa: F401 - one way to write a size, shared with the client
+
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "PIB": 2**50}
 
@@ -18,15 +20,6 @@ def parse_size(text: str) -> int:
     if not m or m.group(2).upper() not in _UNITS:
         raise ConfigError(f"not a size: {text!r} (use e.g. 50GB, 500MiB or a number of bytes)")
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
-
-
-def format_size(n: int) -> str:
-    """Decimal units, as the quota messages use them: 49.2 GB."""
-    for unit, factor in (("PB", 10**15), ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if abs(n) >= factor:
-            value = n / factor
-            return f"{value:.1f} {unit}".replace(".0 ", " ")
-    return f"{n} B"
 
 
 def env(name: str, default: str | None = None) -> str | None:

@@ -10,7 +10,9 @@ import argparse
 import errno
 import getpass
 import os
+import shutil
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from storage.client import (
     HubClientError,
     HubPath,
     NotFoundError,
+    Settings,
     UsageError,
     load_credentials,
     normalize_endpoint,
@@ -30,25 +33,10 @@ from storage.client import (
     resolve_settings,
     save_credentials,
 )
+from storage.progress import format_size, plural
 
 EPILOG = ("Settings: HUB_ENDPOINT and HUB_TOKEN (or HF_ENDPOINT / HF_TOKEN), else what `hub login` saved. "
           "HUB_DEBUG=1 shows tracebacks; HUB_DISABLE_PROGRESS_BARS=1 hides progress bars.")
-
-
-def human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
-def decimal(n: float) -> str:
-    """Decimal units, as quotas are set and reported by the hub (50 GB)."""
-    for unit, factor in (("PB", 10**15), ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if abs(n) >= factor:
-            return f"{n / factor:.1f} {unit}".replace(".0 ", " ")
-    return f"{n:.0f} B"
 
 
 def say(msg: str) -> None:
@@ -90,12 +78,13 @@ def _rate(args: argparse.Namespace) -> float | None:
 
 def cmd_login(args: argparse.Namespace) -> int:
     endpoint = normalize_endpoint(args.endpoint) if args.endpoint else resolve_settings(token=False).endpoint
-    token = args.token
+    token, source = args.token, "--token"
     if not token:
-        token = (getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.readline()).strip()
+        source = "prompt" if sys.stdin.isatty() else "stdin"
+        token = (getpass.getpass("token: ") if source == "prompt" else sys.stdin.readline()).strip()
     if not token:
         raise UsageError("no token given: pass --token, or type or pipe it in", code="NoToken")
-    me = HubClient(endpoint, token).whoami()
+    me = HubClient(settings=Settings(endpoint, token, source)).whoami()
     creds = load_credentials()
     creds["tokens"][endpoint] = token
     creds["endpoint"] = endpoint
@@ -136,11 +125,11 @@ def cmd_quota(args: argparse.Namespace) -> int:
     frac = (used + reserved) / limit if limit else 1.0
     width = 40
     filled = min(width, round(frac * width))
-    print(f"{q['namespace']}: {decimal(used)} used of {decimal(limit)}, {decimal(reserved)} reserved by uploads "
-          f"in progress, {decimal(q['available'])} available")
+    print(f"{q['namespace']}: {format_size(used)} used of {format_size(limit)}, {format_size(reserved)} reserved "
+          f"by uploads in progress, {format_size(q['available'])} available")
     print(f"[{'#' * filled}{'.' * (width - filled)}] {frac:6.1%}")
     for c in q.get("largest_consumers") or []:
-        print(f"  {decimal(c['bytes']):>10}  {c['kind']} {c['id']}")
+        print(f"  {format_size(c['bytes']):>10}  {c['kind']} {c['id']}")
     return 0
 
 
@@ -158,9 +147,9 @@ def cmd_pull(args: argparse.Namespace) -> int:
                   include=args.include or (), exclude=args.exclude or (), local_dir=args.local_dir,
                   cache_dir=args.cache_dir, workers=args.workers, limit_rate=_rate(args), progress=_progress(args))
     s = result.stats
-    say(f"pulled {hp.prefix.split('@')[0]} at {result.commit[:12]} ({result.revision}): {result.files} files, "
-        f"{human(result.bytes)}; fetched {s.bytes_down} bytes ({human(s.bytes_down)}) for {s.files_down} files, "
-        f"{s.files_present} already present")
+    say(f"pulled {hp.prefix.split('@')[0]} at {result.commit[:12]} ({result.revision}): "
+        f"{plural(result.files, 'file')}, {format_size(result.bytes)}; fetched {plural(s.bytes_down, 'byte')} "
+        f"({format_size(s.bytes_down)}) for {plural(s.files_down, 'file')}, {s.files_present} already present")
     print(result.path)
     return 0
 
@@ -178,10 +167,11 @@ def cmd_push(args: argparse.Namespace) -> int:
     if result.created_repo:
         say(f"created {'private ' if args.private else ''}{hp.repo_type} {hp.repo_id}")
     if result.commit is None:
-        say(f"nothing to commit: {hp.repo_id}@{args.revision or 'main'} already has these {result.files} files")
+        say(f"nothing to commit: {hp.repo_id}@{args.revision or 'main'} already has "
+            f"{'this file' if result.files == 1 else f'these {result.files} files'}")
         return 0
-    say(f"pushed {result.changed} of {result.files} files to {hp.repo_id}@{args.revision or 'main'}; "
-        f"uploaded {s.bytes_up} bytes ({human(s.bytes_up)})")
+    say(f"pushed {result.changed} of {plural(result.files, 'file')} to {hp.repo_id}@{args.revision or 'main'}; "
+        f"uploaded {plural(s.bytes_up, 'byte')} ({format_size(s.bytes_up)})")
     print(result.commit_url)
     return 0
 
@@ -206,7 +196,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         if e["type"] == "directory":
             print(f"{'-':>12}  {e['path']}/")
         else:
-            size = human(e["size"]) if args.human else str(e["size"])
+            size = format_size(e["size"]) if args.human else str(e["size"])
             print(f"{size:>12}  {e['path']}")
     return 0
 
@@ -215,7 +205,7 @@ def _print_entry(e: dict, human_sizes: bool) -> None:
     if e["type"] == "directory":
         print(f"{'-':>12}  {e['path']}/")
     else:
-        size = human(e["size"]) if human_sizes else str(e["size"])
+        size = format_size(e["size"]) if human_sizes else str(e["size"])
         print(f"{size:>12}  {e['path']}")
 
 
@@ -306,12 +296,17 @@ def _hub_side(spec: str, repo_type: str | None, *, source: bool) -> HubPath | No
         return None
 
 
+STDIO = "-"  # as SRC, stdin (into a volume file); as DST, stdout (one file, written once verified)
+
+
 def cmd_cp(args: argparse.Namespace) -> int:
-    src = _hub_side(args.src, args.type, source=True)
-    dst = _hub_side(args.dst, args.type, source=False)
+    src = None if args.src == STDIO else _hub_side(args.src, args.type, source=True)
+    dst = None if args.dst == STDIO else _hub_side(args.dst, args.type, source=False)
     if dst is not None and dst.kind == "repo":
         raise UsageError("copying into a repo is not supported: use `hub push DIR REPO` to commit files",
                          code="NotSupported")
+    if args.src == STDIO:
+        return _cp_from_stdin(args)
     if src is None:
         if dst is None:
             raise UsageError("one of SRC and DST must be a hub path (hub://datasets/..., hub://models/..., "
@@ -322,6 +317,8 @@ def cmd_cp(args: argparse.Namespace) -> int:
     try:
         if dst is not None:
             return _cp_within_hub(client, src, dst.path, args)
+        if args.dst == STDIO:
+            return _cp_to_stdout(client, src, args)
         if src.kind == "volume":
             return _cp_from_volume(client, src.path, args)
         return _cp_from_repo(client, src, args)
@@ -329,6 +326,46 @@ def cmd_cp(args: argparse.Namespace) -> int:
         if bare and src.kind == "repo":  # perhaps a local path was meant
             err.message += f" (and there is no local file or directory {args.src!r})"
         raise
+
+
+def _cp_to_stdout(client: HubClient, src: HubPath, args: argparse.Namespace) -> int:
+    """One file to stdout: fetched and verified into a temporary directory like any copy, then written out."""
+    with tempfile.TemporaryDirectory(prefix="hub-cp-") as tmp:
+        args.dst = f"{tmp}/"
+        args.stdout = True
+        code = _cp_from_volume(client, src.path, args) if src.kind == "volume" else _cp_from_repo(client, src, args)
+        with open(Path(tmp) / Path(src.path).name, "rb") as fh:
+            shutil.copyfileobj(fh, sys.stdout.buffer, 1 << 20)
+        sys.stdout.flush()
+    return code
+
+
+def _no_directory_to_stdout(args: argparse.Namespace) -> None:
+    if getattr(args, "stdout", False):
+        raise UsageError(f"{args.src} is a directory: only a file can be copied to stdout (-)", code="IsADirectory")
+
+
+def _cp_from_stdin(args: argparse.Namespace) -> int:
+    """stdin to one volume file: spooled to a temporary file first (an upload needs its size and sha256)."""
+    from storage import volume
+    from storage.progress import Progress
+    from storage.transfer import Stats
+
+    dst = _volume_path(args.dst)
+    client = _client(args)
+    if not dst or args.dst.endswith("/") or _volume_isdir(client, dst):
+        raise UsageError("stdin has no file name: give one, as in `hub cp - volume/DIR/NAME`", code="BadPath")
+    stats = Stats()
+    with tempfile.TemporaryDirectory(prefix="hub-cp-") as tmp:
+        spool = Path(tmp) / "stdin"
+        with open(spool, "wb") as fh:
+            shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)
+        size = spool.stat().st_size
+        with Progress(f"cp to volume/{dst}", show=_progress(args)) as progress:
+            volume.upload(client, spool, dst, workers=args.workers, limit_rate=_rate(args), progress=progress,
+                          stats=stats)
+    say(f"copied stdin ({format_size(size)}) to volume/{dst}; uploaded {plural(stats.bytes_up, 'byte')}")
+    return 0
 
 
 def _manifest_items(client: HubClient, hp: HubPath) -> tuple[str, list[dict]]:
@@ -351,6 +388,7 @@ def _cp_from_repo(client: HubClient, hp: HubPath, args: argparse.Namespace) -> i
         target = dst / Path(hp.path).name if (dst.is_dir() or args.dst.endswith("/")) else dst
         targets = {items[0]["path"]: target}
     else:
+        _no_directory_to_stdout(args)
         if not args.recursive:
             raise UsageError(f"{args.src} is a directory: use -r to copy it", code="IsADirectory")
         if dst.exists() and not dst.is_dir():
@@ -359,8 +397,8 @@ def _cp_from_repo(client: HubClient, hp: HubPath, args: argparse.Namespace) -> i
         targets = {i["path"]: dst / _safe_relpath(i["path"][len(base):]) for i in items}
     stats = download_files(client, hp.repo_type, hp.repo_id, commit, items, targets, workers=args.workers,
                            limit_rate=_rate(args), progress=_progress(args))
-    say(f"copied {len(items)} files ({human(sum(i['size'] for i in items))}) from {hp.prefix} at {commit[:12]}; "
-        f"fetched {stats.bytes_down} bytes")
+    say(f"copied {plural(len(items), 'file')} ({format_size(sum(i['size'] for i in items))}) from {hp.prefix} at "
+        f"{commit[:12]}; fetched {plural(stats.bytes_down, 'byte')}")
     return 0
 
 
@@ -437,9 +475,9 @@ def _cp_within_hub(client: HubClient, src: HubPath, dst: str, args: argparse.Nam
             volume.mkdir(client, f"{dst}/{d[n:]}".strip("/"), parents=True)
     result = volume.copy_in(client, sources, found.fetch, workers=args.workers, limit_rate=_rate(args),
                             progress=_progress(args))
-    say(f"copied {result.files} files ({human(result.bytes)}) from {found.origin} to "
+    say(f"copied {plural(result.files, 'file')} ({format_size(result.bytes)}) from {found.origin} to "
         f"volume/{sources[0].dst if found.single else dst}; {result.by_hash} by hash (no bytes moved for those), "
-        f"fetched {result.bytes_down} bytes, uploaded {result.bytes_up} bytes")
+        f"fetched {plural(result.bytes_down, 'byte')}, uploaded {plural(result.bytes_up, 'byte')}")
     return 0
 
 
@@ -477,8 +515,8 @@ def _cp_to_volume(args: argparse.Namespace) -> int:
         for local, path in pairs:
             volume.upload(client, local, path, workers=args.workers, limit_rate=_rate(args), progress=progress,
                           stats=stats)
-    say(f"copied {len(pairs)} files ({human(sum(p.stat().st_size for p, _ in pairs))}) to volume/{dst}; "
-        f"uploaded {stats.bytes_up} bytes")
+    say(f"copied {plural(len(pairs), 'file')} ({format_size(sum(p.stat().st_size for p, _ in pairs))}) to "
+        f"volume/{dst}; uploaded {plural(stats.bytes_up, 'byte')}")
     return 0
 
 
@@ -493,6 +531,7 @@ def _cp_from_volume(client: HubClient, path: str, args: argparse.Namespace) -> i
         target = dst / Path(path).name if (dst.is_dir() or args.dst.endswith("/")) else dst
         targets = {path: target}
     else:
+        _no_directory_to_stdout(args)
         if not args.recursive:
             raise UsageError(f"volume/{path} is a directory: use -r to copy it", code="IsADirectory")
         if dst.exists() and not dst.is_dir():
@@ -503,8 +542,8 @@ def _cp_from_volume(client: HubClient, path: str, args: argparse.Namespace) -> i
         dst.mkdir(parents=True, exist_ok=True)
     stats = volume.download(client, entries, targets, workers=args.workers, limit_rate=_rate(args),
                             progress=_progress(args))
-    say(f"copied {len(entries)} files ({human(sum(e['size'] for e in entries))}) from volume/{path}; "
-        f"fetched {stats.bytes_down} bytes")
+    say(f"copied {plural(len(entries), 'file')} ({format_size(sum(e['size'] for e in entries))}) from "
+        f"volume/{path}; fetched {plural(stats.bytes_down, 'byte')}")
     return 0
 
 
@@ -582,7 +621,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", metavar="REPO[@REV][/PATH] | volume[/PATH]")
     _type_option(p)
     p.add_argument("-R", "--recursive", action="store_true", help="list everything below")
-    p.add_argument("--human", action="store_true", help="sizes in KiB/MiB/GiB")
+    p.add_argument("--human", action="store_true", help="sizes in kB/MB/GB (decimal, as `hub quota`)")
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("cp", help="copy files from a repo, to and from your volume", epilog=EPILOG, description=(
@@ -592,8 +631,8 @@ def build_parser() -> argparse.ArgumentParser:
         "downloaded or uploaded then). Repos are written with `hub push`. Hub paths: "
         "hub://datasets/NS/NAME[@REV]/PATH, hub://models/..., hub://volume/PATH (hub:// optional; a "
         "source may also be NS/NAME[@REV]/PATH, a repo of --type)."))
-    p.add_argument("src", metavar="SRC")
-    p.add_argument("dst", metavar="DST")
+    p.add_argument("src", metavar="SRC", help="a hub path, a local path, or - for stdin (into a volume file)")
+    p.add_argument("dst", metavar="DST", help="a volume path, a local path, or - for stdout (one file)")
     _type_option(p)
     p.add_argument("-r", "--recursive", action="store_true", help="copy directories")
     _transfer_options(p)

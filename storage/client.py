@@ -178,11 +178,19 @@ def normalize_endpoint(url: str) -> str:
     return url
 
 
+NOT_LOGGED_IN = "not logged in: set HUB_TOKEN or run `hub login`"
+# Where a token came from (Settings.token_source), as messages name it.
+_SOURCES = {"hub login": "the token `hub login` saved", "--token": "--token", "stdin": "stdin",
+            "prompt": "the prompt", "argument": "the caller"}
+
+
 @dataclass(frozen=True)
 class Settings:
     endpoint: str
     token: str | None
-    token_source: str  # where the token came from, for messages: "HUB_TOKEN", "HF_TOKEN", "hub login", ""
+    # where the token came from: "HUB_TOKEN", "HF_TOKEN", "hub login" (saved), "--token", "stdin" or
+    # "prompt" (being given to `hub login`), "argument" (HubClient(token=...)), "" (none)
+    token_source: str
 
 
 def resolve_settings(endpoint: str | None = None, token: str | bool | None = None) -> Settings:
@@ -402,11 +410,14 @@ class HubClient:
                                   f"{': ' + text if text else ''}", code=code or "StoreError", status=status)
         if status == 401:
             if self.token:
-                return AuthError(f"the hub at {self.endpoint} rejected your token (from {self.settings.token_source})"
-                                 f"{': ' + message if message else ''}; run `hub login` or set HUB_TOKEN",
+                source = self.settings.token_source
+                return AuthError(f"the hub at {self.endpoint} rejected your token (from {_SOURCES.get(source, source)})"
+                                 f"{': ' + message if message else ''}; {self._token_hint()}",
                                  code=code or "Unauthorized", status=status)
-            return AuthError(f"{message or 'this needs a token'} (no token was sent: set HUB_TOKEN or run "
-                             "`hub login`)", code=code or "Unauthorized", status=status)
+            if code == "GatedRepo":  # a token alone would not do: the message says what else is needed
+                return AuthError(f"{message} (no token was sent: set HUB_TOKEN or run `hub login`)", code=code,
+                                 status=status)
+            return AuthError(NOT_LOGGED_IN, code=code or "Unauthorized", status=status)
         if not message:
             message = f"HTTP {status} from {_where(url, self.endpoint)}"
         if status == 404 and code == "RepoNotFound" and not self.token:
@@ -414,6 +425,16 @@ class HubClient:
         if status >= 500:
             return TransportError(f"the hub failed ({status}): {message}", code=code or "ServerError", status=status)
         return _BY_STATUS.get(status, HubClientError)(message, code=code or f"HTTP{status}", status=status)
+
+    def _token_hint(self) -> str:
+        """What to do about a token the hub rejected, given where it came from."""
+        source = self.settings.token_source
+        create = f"create one at {self.endpoint}/settings/tokens"
+        if source in ("HUB_TOKEN", "HF_TOKEN"):
+            return f"set {source} to a valid token ({create}), or unset it to use the one `hub login` saved"
+        if source == "hub login":
+            return f"run `hub login` again with a valid token ({create})"
+        return f"check the token ({create})"
 
     def json(self, method: str, path: str, *, params: dict | list | None = None, data: Any = None,
              headers: dict | None = None, retry: RetryPolicy = RETRY, ok: Iterable[int] = ()) -> Any:
@@ -440,12 +461,12 @@ class HubClient:
 
     def whoami(self) -> dict:
         if not self.token:
-            raise AuthError("not logged in: set HUB_TOKEN or run `hub login`", code="Unauthorized")
+            raise AuthError(NOT_LOGGED_IN, code="Unauthorized")
         return self.json("GET", "api/whoami-v2", retry=NO_RETRY)
 
     def quota(self, namespace: str | None = None) -> dict:
         if not self.token:
-            raise AuthError("not logged in: set HUB_TOKEN or run `hub login`", code="Unauthorized")
+            raise AuthError(NOT_LOGGED_IN, code="Unauthorized")
         return self.json("GET", "api/quota", params={"namespace": namespace})
 
     # -- reading repos --
@@ -506,6 +527,20 @@ class HubClient:
             if exist_ok:
                 return False
             raise
+
+    def delete_repo(self, repo_type: str, repo_id: str) -> None:
+        ns, name = repo_id.split("/", 1)
+        self.json("DELETE", "api/repos/delete", data={"name": name, "organization": ns, "type": repo_type},
+                  retry=NO_RETRY)
+
+    def list_refs(self, repo_type: str, repo_id: str) -> dict:
+        """{"branches": [{"name", "targetCommit"}...], "tags": [...]}."""
+        return self.json("GET", f"{api_prefix(repo_type)}/{repo_id}/refs")
+
+    def list_commits(self, repo_type: str, repo_id: str, revision: str, *, limit: int = 50) -> list[dict]:
+        """The newest `limit` commits reachable from `revision`, newest first (one page)."""
+        return self.json("GET", f"{api_prefix(repo_type)}/{repo_id}/commits/{quote(revision, safe='')}",
+                         params={"limit": limit})
 
     def create_branch(self, repo_type: str, repo_id: str, branch: str, starting_point: str | None = None) -> None:
         data = {"startingPoint": starting_point} if starting_point else {}

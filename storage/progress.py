@@ -1,11 +1,27 @@
 """The one progress-bar wrapper of the client: tqdm on stderr, off when stderr is not a terminal,
 with --quiet, or with HUB_DISABLE_PROGRESS_BARS=1 (HF_HUB_DISABLE_PROGRESS_BARS is honoured too);
-HUB_PROGRESS=1 forces it on. Thread-safe: transfer workers update it concurrently."""
+HUB_PROGRESS=1 forces it on. Thread-safe: transfer workers update it concurrently.
+
+Also how amounts are written for people, everywhere (the CLI, the hub's messages and pages):
+sizes in decimal units, as quotas are sold (50 GB), and counts with their noun in the right number."""
 from __future__ import annotations
 
 import os
 import sys
 import threading
+
+
+def format_size(n: float) -> str:
+    """Decimal units: 49.2 GB, 20 kB, 512 B."""
+    for unit, factor in (("PB", 10**15), ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if abs(n) >= factor:
+            return f"{n / factor:.1f} {unit}".replace(".0 ", " ")
+    return f"{n:.0f} B"
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """'1 file', '3 files' (`nouns` for irregular plurals)."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
 
 
 def enabled(quiet: bool = False) -> bool:
@@ -28,7 +44,7 @@ class Progress:
         if show:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024,
+            self.bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1000,
                             file=sys.stderr, dynamic_ncols=True, mininterval=0.2, leave=True)
 
     def add_total(self, n: int) -> None:

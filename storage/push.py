@@ -12,13 +12,15 @@ import base64
 import hashlib
 import json
 import os
+import sys
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.client import DATASET, HubClient, HubClientError, NotFoundError, UsageError
-from storage.progress import Progress
+from storage.client import DATASET, HubClient, HubClientError, NotFoundError, QuotaExceededError, UsageError
+from storage.paths import path_problem
+from storage.progress import Progress, format_size, plural
 from storage.transfer import Context, RateLimiter, Scheduler, Stats, UploadJob, _hash_file
 
 INLINE_BUDGET = 64 * 2**20  # bytes of small files sent inside the commit; beyond, they go as LFS objects
@@ -48,19 +50,29 @@ class PushResult:
 
 
 def scan(folder: Path) -> list[LocalFile]:
-    """Every regular file under `folder`, skipping VCS folders and huggingface_hub's .cache/huggingface."""
+    """Every regular file under `folder`, skipping VCS folders and huggingface_hub's .cache/huggingface.
+    A symlink to a file is followed only if its target is inside `folder`: one leading out of it
+    (to /etc/hostname, to ~/.ssh...) is skipped with a warning, never uploaded."""
     if not folder.is_dir():
         raise UsageError(f"{folder} is not a directory", code="NotADirectory")
-    out = []
+    root = folder.resolve()
+    out, outside = [], []
     for dirpath, dirnames, filenames in os.walk(folder):
         rel_dir = Path(dirpath).relative_to(folder)
         dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS
                              and not (rel_dir == Path(".cache") and d == "huggingface"))
         for name in sorted(filenames):
             p = Path(dirpath) / name
+            if p.is_symlink() and not p.resolve().is_relative_to(root):
+                outside.append(f"{(rel_dir / name).as_posix()} -> {os.readlink(p)}")
+                continue
             if not p.is_file():
                 continue
             out.append(LocalFile((rel_dir / name).as_posix(), p, p.stat().st_size))
+    if outside:
+        more = f" and {len(outside) - 10} more" if len(outside) > 10 else ""
+        print(f"warning: skipped {plural(len(outside), 'symlink')} leading outside {folder}: "
+              f"{', '.join(outside[:10])}{more}", file=sys.stderr)
     return out
 
 
@@ -72,12 +84,92 @@ def push(client: HubClient, folder: str | Path, repo_type: str, repo_id: str, *,
          message: str | None = None, private: bool = False, workers: int = 8, limit_rate: float | None = None,
          progress: bool = True) -> PushResult:
     """Commits the files of `folder` to `repo_id` on branch `revision` (default main), creating the
-    repo (and the branch, from the default branch) if needed. Raises HubClientError on failure."""
+    repo (and the branch, from the default branch) if needed. File paths and the quota are checked
+    before the repo is created; if the push fails anyway, a repo it created is deleted again while
+    it holds nothing but its initial commit. Raises HubClientError on failure."""
     folder = Path(folder)
     files = scan(folder)
     if not files:
         raise UsageError(f"{folder} has no files to push", code="EmptyFolder")
-    created = client.create_repo(repo_type, repo_id, private=private, exist_ok=True)
+    check_paths(folder, files)
+    created = False
+    if not _exists(client, repo_type, repo_id):
+        check_quota(client, repo_id.split("/", 1)[0], files)
+        created = client.create_repo(repo_type, repo_id, private=private, exist_ok=True)
+    try:
+        return _push(client, files, repo_type, repo_id, created, revision=revision, message=message,
+                     workers=workers, limit_rate=limit_rate, progress=progress)
+    except (Exception, KeyboardInterrupt) as err:
+        if created:
+            note = _remove_if_empty(client, repo_type, repo_id)
+            if isinstance(err, HubClientError):
+                err.message = f"{err.message.rstrip('.')}; {note}"
+            else:
+                print(note, file=sys.stderr)
+        raise
+
+
+def check_paths(folder: Path, files: list[LocalFile]) -> None:
+    """Refuses a file whose path the hub would refuse (storage.paths), before anything is sent."""
+    for f in files:
+        problem = path_problem(f.path)
+        if problem:
+            raise UsageError(f"cannot push {folder}: {problem}", code="InvalidPath")
+
+
+def check_quota(client: HubClient, namespace: str, files: list[LocalFile]) -> None:
+    """Refuses, before a repo is created for them, files that cannot fit in the account's quota.
+
+    The hub charges only content the account does not hold yet, and it holds at most used +
+    reserved bytes of it; so the upload costs at least its content's size minus those, and when
+    even that is more than is available it cannot fit. Files of different sizes are different
+    content: the distinct sizes add up to a lower bound of the content's size without reading a
+    byte. Closer calls are the hub's to make as the bytes arrive (push then deletes the repo it
+    created)."""
+    try:
+        q = client.quota(namespace)
+    except HubClientError:
+        return  # not the caller's account nor one of their organisations: creating the repo will say why
+    used = q["used"] + q["reserved"]
+    need = sum({f.size for f in files}) - used
+    if need <= q["available"]:
+        return
+    extra = f" ({format_size(q['reserved'])} of it reserved by uploads in progress)" if q["reserved"] else ""
+    raise QuotaExceededError(
+        f"quota exceeded for {q['namespace']}: {format_size(used)} of {format_size(q['limit'])} used{extra}, "
+        f"this upload needs at least {format_size(need)}. Delete files or repos, or ask for a larger quota.",
+        code="QuotaExceeded", status=413)
+
+
+def _exists(client: HubClient, repo_type: str, repo_id: str) -> bool:
+    try:
+        client.repo_info(repo_type, repo_id)
+        return True
+    except NotFoundError as err:
+        if err.code != "RepoNotFound":
+            raise
+        return False
+
+
+def _remove_if_empty(client: HubClient, repo_type: str, repo_id: str) -> str:
+    """Deletes a repo this push created, if nothing but its initial commit is in it (no other
+    commit, branch head or tag: someone may have pushed to it meanwhile). Says what it did."""
+    label = f"{'dataset' if repo_type == DATASET else 'model'} {repo_id}"
+    try:
+        refs = client.list_refs(repo_type, repo_id)
+        heads = {b["targetCommit"] for b in refs.get("branches") or []}
+        if refs.get("tags") or len(heads) != 1 or len(client.list_commits(repo_type, repo_id, heads.pop(),
+                                                                          limit=2)) != 1:
+            return f"the {label} this push created has commits now, so it stays"
+        client.delete_repo(repo_type, repo_id)
+    except HubClientError as err:
+        return f"could not delete the empty {label} this push created ({err.message})"
+    return f"deleted the empty {label} this push had created"
+
+
+def _push(client: HubClient, files: list[LocalFile], repo_type: str, repo_id: str, created: bool, *,
+          revision: str | None, message: str | None, workers: int, limit_rate: float | None,
+          progress: bool) -> PushResult:
     branch = revision or "main"
     if revision and not created:
         try:
@@ -123,7 +215,7 @@ def push(client: HubClient, folder: str | Path, repo_type: str, repo_id: str, *,
         ctx.progress.close()
     if not changed:
         return PushResult(None, None, created, len(files), 0, ctx.stats)
-    summary = message or f"Upload {len(changed)} file{'s' if len(changed) != 1 else ''} with hub push"
+    summary = message or f"Upload {plural(len(changed), 'file')} with hub push"
     lines = [{"key": "header", "value": {"summary": summary, "description": ""}}]
     for kind, f in sorted(changed, key=lambda c: c[1].path):
         if kind == "file":

@@ -68,11 +68,11 @@ def failed(proc: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 def fetched(proc: subprocess.CompletedProcess) -> int:
-    return int(re.search(r"fetched (\d+) bytes", proc.stderr).group(1))
+    return int(re.search(r"fetched (\d+) bytes?\b", proc.stderr).group(1))
 
 
 def uploaded(proc: subprocess.CompletedProcess) -> int:
-    return int(re.search(r"uploaded (\d+) bytes", proc.stderr).group(1))
+    return int(re.search(r"uploaded (\d+) bytes?\b", proc.stderr).group(1))
 
 
 def make_tree(root: Path, files: dict[str, bytes]) -> dict[str, bytes]:
@@ -390,7 +390,7 @@ def test_it_copies_repo_files_into_the_volume_by_hash(hub, alice, unique, tmp_pa
     # Only (path, size, sha256) go to the hub: no request carries a file's bytes either way.
     seen = watch_requests(monkeypatch)
     cp = ok(run_here(monkeypatch, capsys, env, "cp", "-r", f"{repo}@v1/data", f"volume/corpus-{unique}"))
-    assert "copied 3 files (20.0 MiB)" in cp.stderr and "3 by hash" in cp.stderr
+    assert "copied 3 files (21 MB)" in cp.stderr and "3 by hash" in cp.stderr  # decimal, as `hub quota`
     assert fetched(cp) == 0 and uploaded(cp) == 0
     assert seen and sum(n for _, _, n in seen) < 64 * 1024
     assert all(url.startswith(f"{hub.url}/api/") for _, url, _ in seen), seen
@@ -408,7 +408,7 @@ def test_it_copies_repo_files_into_the_volume_by_hash(hub, alice, unique, tmp_pa
     make_tree(tmp_path / "model", {"config.json": b'{"hidden_size": 8}\n'})
     ok(run(env, "push", str(tmp_path / "model"), model))
     one = ok(run(env, "cp", f"{model}/config.json", f"volume/x-{unique}/config.json"))
-    assert "1 by hash" in one.stderr and uploaded(one) == 0
+    assert "copied 1 file (19 B)" in one.stderr and "1 by hash" in one.stderr and uploaded(one) == 0
     ok(run(env, "cp", "--type", "dataset", f"alice/corpus-{unique}@v1/data/a.csv", f"volume/corpus-{unique}/sub/"))
     ok(run(env, "cp", f"hub://volume/x-{unique}/config.json", str(tmp_path / "config.json")))
     assert (tmp_path / "config.json").read_bytes() == b'{"hidden_size": 8}\n'
@@ -496,17 +496,127 @@ def test_it_explains_what_went_wrong_in_one_line(hub, alice, bob, unique, tmp_pa
     failed(run(env, "push", str(tmp_path / "nowhere"), f"alice/x-{unique}"), "is not a directory")
 
 
-def test_it_refuses_a_push_over_quota_with_the_figures(hub, unique, tmp_path):
+def repo_exists(hub, token: str, repo_id: str, repo_type: str = "model") -> bool:
+    return hub.api(token).repo_exists(repo_id, repo_type=repo_type)
+
+
+def test_a_push_over_quota_leaves_no_repo_behind(hub, unique, tmp_path):
     name = f"dora{unique}"
     token = hub.manage("hub_token", name, "--quota", "5MB").stdout.strip().splitlines()[-1]
-    src = tmp_path / "src"
-    make_tree(src, {"big.bin": os.urandom(11 * 10**6)})
     env = client_env(hub, token, tmp_path)
-    line = failed(run(env, "push", str(src), f"{name}/m"), f"quota exceeded for {name}", "of 5 MB used")
-    assert "this upload needs 11 MB" in line
+
+    # More than the whole quota: refused with the figures before the repo is created.
+    make_tree(tmp_path / "big", {"big.bin": os.urandom(11 * 10**6)})
+    line = failed(run(env, "push", str(tmp_path / "big"), f"datasets/{name}/big"), f"quota exceeded for {name}",
+                  "0 B of 5 MB used", "this upload needs at least 11 MB")
+    assert "deleted" not in line
+    assert not repo_exists(hub, token, f"{name}/big", "dataset")
+
+    # Within the limit, but not once the hub counts it (inline files, 6 MB in all): the hub refuses
+    # the commit, and the push deletes the repo it had just created.
     small = tmp_path / "small"
-    make_tree(small, {f"f{i}.bin": os.urandom(2 * 10**6) for i in range(3)})  # inline, 6 MB in all
-    failed(run(env, "push", str(small), f"{name}/m"), "quota exceeded")
+    make_tree(small, {f"f{i}.bin": os.urandom(2 * 10**6) for i in range(3)})
+    failed(run(env, "push", str(small), f"{name}/m"), "quota exceeded", f"deleted the empty model {name}/m this push "
+           "had created")
+    assert not repo_exists(hub, token, f"{name}/m")
+
+    # A repo that was there before the push stays, with what it held.
+    make_tree(tmp_path / "first", {"a.txt": b"a\n"})
+    ok(run(env, "push", str(tmp_path / "first"), f"{name}/kept"))
+    line = failed(run(env, "push", str(small), f"{name}/kept"), "quota exceeded")
+    assert "deleted" not in line
+    files = hub.api(token).list_repo_files(f"{name}/kept")
+    assert sorted(files) == [".gitattributes", "a.txt"]
+
+
+def test_a_push_refuses_a_path_the_hub_would_refuse_before_creating_the_repo(hub, alice, unique, tmp_path):
+    env = client_env(hub, alice, tmp_path)
+    make_tree(tmp_path / "src", {"ok.txt": b"ok\n", "back\\slash.txt": b"no\n"})
+    failed(run(env, "push", str(tmp_path / "src"), f"alice/bad-{unique}"), "contains a backslash")
+    assert not repo_exists(hub, alice, f"alice/bad-{unique}")
+
+
+def test_a_push_skips_symlinks_leading_out_of_the_folder(hub, alice, unique, tmp_path):
+    secret = tmp_path / "outside" / "secret.txt"
+    make_tree(secret.parent, {"secret.txt": b"not for the hub\n"})
+    src = tmp_path / "src"
+    files = make_tree(src, {"a.txt": b"alpha\n", "d/b.txt": b"beta\n"})
+    (src / "link.txt").symlink_to(secret)
+    (src / "d" / "up.txt").symlink_to("../../outside/secret.txt")
+    (src / "inside.txt").symlink_to("d/b.txt")  # stays inside: followed
+    env = client_env(hub, alice, tmp_path)
+
+    push = ok(run(env, "push", str(src), f"alice/links-{unique}"))
+    assert f"warning: skipped 2 symlinks leading outside {src}: link.txt -> {secret}, " \
+           "d/up.txt -> ../../outside/secret.txt" in push.stderr
+    ok(run(env, "pull", f"alice/links-{unique}", "--local-dir", str(tmp_path / "back")))
+    got = read_tree(tmp_path / "back")
+    assert got.pop(".gitattributes")
+    assert got == files | {"inside.txt": b"beta\n"}
+
+
+def test_a_missing_repo_names_the_other_type_the_caller_can_see(hub, alice, bob, unique, tmp_path):
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    make_tree(tmp_path / "src", {"wine.csv": b"a,b\n1,2\n"})
+    env = client_env(hub, alice, tmp_path)
+    ok(run(env, "push", str(tmp_path / "src"), f"datasets/alice/wine-{unique}"))
+    hint = f"no model alice/wine-{unique}; there is a dataset of that name: use datasets/alice/wine-{unique}"
+    for who in (alice, bob, None):
+        failed(run(client_env(hub, who, tmp_path), "pull", f"alice/wine-{unique}"), hint)
+    with pytest.raises(RepositoryNotFoundError) as exc:  # huggingface_hub shows the hub's sentence
+        hub.api(bob).model_info(f"alice/wine-{unique}")
+    assert hint in str(exc.value)
+    ok(run(env, "push", str(tmp_path / "src"), f"alice/wine-{unique}"))  # and the other way round
+    hub.api(alice).delete_repo(f"alice/wine-{unique}", repo_type="dataset")
+    failed(run(env, "pull", f"datasets/alice/wine-{unique}"),
+           f"no dataset alice/wine-{unique}; there is a model of that name: use models/alice/wine-{unique}")
+
+    # A private repo of the other type is named to those who may see it, and to no one else.
+    ok(run(env, "push", str(tmp_path / "src"), f"datasets/alice/hidden-{unique}", "--private"))
+    failed(run(env, "pull", f"alice/hidden-{unique}"), "there is a dataset of that name")
+    for who in (bob, None):
+        line = failed(run(client_env(hub, who, tmp_path), "pull", f"alice/hidden-{unique}"),
+                      f"model alice/hidden-{unique} not found")
+        assert "dataset" not in line
+        with pytest.raises(RepositoryNotFoundError) as exc:
+            hub.api(who).model_info(f"alice/hidden-{unique}")
+        assert "dataset" not in str(exc.value)
+
+
+def test_token_errors_say_where_the_token_came_from_and_what_to_do(hub, tmp_path):
+    env = client_env(hub, None, tmp_path)
+    tokens = f"{hub.url}/settings/tokens"
+    line = failed(run(env, "login", input="garbage\n"), "rejected your token (from stdin)", "check the token",
+                  f"create one at {tokens}")
+    assert "run `hub login`" not in line
+    line = failed(run(env, "login", "--token", "garbage"), "(from --token)", "check the token")
+    assert "run `hub login`" not in line
+    failed(run(client_env(hub, "garbage", tmp_path), "whoami"), "(from HUB_TOKEN)", "set HUB_TOKEN to a valid token")
+
+    # Without a token, every command says the same thing, whatever the endpoint's own wording.
+    for args in (["ls", "volume"], ["whoami"], ["quota"], ["cp", "volume/x", str(tmp_path / "x")]):
+        failed(run(env, *args), "not logged in: set HUB_TOKEN or run `hub login`")
+    line = failed(run(env, "ls", "volume"))
+    assert "Bearer" not in line
+
+
+def test_cp_reads_stdin_and_writes_stdout_for_a_dash(hub, alice, unique, tmp_path):
+    env = client_env(hub, alice, tmp_path)
+    make_tree(tmp_path / "src", {"d/wine.csv": b"a,b\n1,2\n"})
+    ok(run(env, "push", str(tmp_path / "src"), f"datasets/alice/dash-{unique}"))
+
+    out = ok(run(env, "cp", f"datasets/alice/dash-{unique}/d/wine.csv", "-"))
+    assert out.stdout == "a,b\n1,2\n" and "copied 1 file (8 B)" in out.stderr
+    assert not (ROOT / "-").exists()
+    failed(run(env, "cp", "-r", f"datasets/alice/dash-{unique}/d", "-"), "only a file can be copied to stdout")
+
+    data = "x" * 5000 + "\n"
+    into = ok(run(env, "cp", "-", f"volume/dash-{unique}/piped.txt", input=data))
+    assert "copied stdin (5 kB)" in into.stderr
+    assert ok(run(env, "cp", f"volume/dash-{unique}/piped.txt", "-")).stdout == data
+    failed(run(env, "cp", "-", f"volume/dash-{unique}/", input=data), "stdin has no file name")
+    ok(run(env, "rm", "-r", f"volume/dash-{unique}"))
 
 
 # --- the native endpoints ---------------------------------------------------------------------------

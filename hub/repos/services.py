@@ -76,26 +76,42 @@ def visible_repos(user) -> QuerySet[Repo]:
     return qs.filter(Q(private=False) | Q(namespace__user=user) | Q(namespace__memberships__user=user)).distinct()
 
 
+def _readable(actor: Actor, repo: Repo) -> tuple[bool, str | None]:
+    """(whether the actor may read the repo, their role in its namespace)."""
+    if actor.instance_id is not None:
+        from hub.instances.services import can_read_repo
+
+        if not can_read_repo(actor.instance_id, repo):
+            return False, None
+    role = _role(actor.user, repo.namespace)
+    return not (repo.private and role is None), role
+
+
 def access_repo(actor: Actor, repo_type: str, namespace: str, name: str, *, write: bool = False) -> Repo:
     """The repo, if the actor may read it (and write it, with write=True). A private repo is
     indistinguishable from a missing one for anyone who cannot read it."""
     repo = (Repo.objects.select_related("namespace")
             .filter(type=repo_type, namespace__name=namespace, name=name).first())
-    kind = "dataset" if repo_type == Repo.DATASET else "model"
-    missing = RepoNotFound(f"{kind} {namespace}/{name} not found (or you do not have access to it)")
-    if repo is None:
-        raise missing
-    if actor.instance_id is not None:
-        from hub.instances.services import can_read_repo
-
-        if not can_read_repo(actor.instance_id, repo):
-            raise missing
-    role = _role(actor.user, repo.namespace)
-    if repo.private and role is None:
-        raise missing
+    readable, role = _readable(actor, repo) if repo is not None else (False, None)
+    if not readable:
+        raise _not_found(actor, repo_type, namespace, name)
     if write:
         check_can_write(actor, repo.namespace, role)
     return repo
+
+
+def _not_found(actor: Actor, repo_type: str, namespace: str, name: str) -> RepoNotFound:
+    """The 404 for a repo the actor cannot see. If they can see a repo of the other type by that id
+    (wine is a dataset, asked for as a model), it says so: only then, so nothing private leaks."""
+    kind = "dataset" if repo_type == Repo.DATASET else "model"
+    other_type = Repo.MODEL if repo_type == Repo.DATASET else Repo.DATASET
+    other = (Repo.objects.select_related("namespace")
+             .filter(type=other_type, namespace__name=namespace, name=name).first())
+    if other is not None and _readable(actor, other)[0]:
+        other_kind = "dataset" if other_type == Repo.DATASET else "model"
+        spelled = f"{other_type}s/{other.repo_id}"
+        return RepoNotFound(f"no {kind} {namespace}/{name}; there is a {other_kind} of that name: use {spelled}")
+    return RepoNotFound(f"{kind} {namespace}/{name} not found (or you do not have access to it)")
 
 
 def check_gate(actor: Actor, repo: Repo) -> None:

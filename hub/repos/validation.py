@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 
 from hub.errors import BadRequest, InvalidPath
+from storage.paths import path_problem
 
 RESERVED_NAMESPACES = {"api", "datasets", "spaces", "models", "kernels", "buckets", "oauth", "admin",
                        "static", "lfs", "accounts", "new", "settings", "volume", "volumes"}
 _NAME_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?")
 _REF_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # no "/": WSGI decodes %2F in URLs
-MAX_PATH = 1024
-MAX_COMPONENT = 255
 
 
 def check_name(name: str, *, what: str = "name") -> str:
@@ -24,32 +22,10 @@ def check_name(name: str, *, what: str = "name") -> str:
 
 
 def check_path(path: str) -> str:
-    """A normalised, safe repo path, or InvalidPath saying what is wrong with it."""
-    if not isinstance(path, str) or not path:
-        raise InvalidPath("empty file path")
-    if "\x00" in path:
-        raise InvalidPath(f"file path {path!r} contains a NUL byte")
-    if any(ord(c) < 32 or ord(c) == 127 for c in path):
-        raise InvalidPath(f"file path {path!r} contains a control character")
-    # Invisible and direction-changing characters (U+200B, U+202E…) make a name look like another.
-    if any(unicodedata.category(c) in ("Cf", "Cs", "Co", "Cn") or c in "\u2028\u2029" for c in path):
-        raise InvalidPath(f"file path {path!r} contains an invisible, direction-changing or unassigned character")
-    if "\\" in path:
-        raise InvalidPath(f"file path {path!r} contains a backslash; use '/' between directories")
-    if path.startswith("/"):
-        raise InvalidPath(f"file path {path!r} is absolute; give it relative to the repo root")
-    if len(path.encode()) > MAX_PATH:
-        raise InvalidPath(f"file path is longer than {MAX_PATH} bytes")
-    if unicodedata.normalize("NFC", path) != path:
-        raise InvalidPath(f"file path {path!r} is not in Unicode NFC form")
-    parts = path.split("/")
-    for part in parts:
-        if part in ("", ".", ".."):
-            raise InvalidPath(f"file path {path!r} has an empty, '.' or '..' component")
-        if len(part.encode()) > MAX_COMPONENT:
-            raise InvalidPath(f"a component of {path!r} is longer than {MAX_COMPONENT} bytes")
-    if parts[0] == ".git":
-        raise InvalidPath("paths under .git/ are not allowed")
+    """A normalised, safe repo path, or InvalidPath saying what is wrong with it (storage.paths)."""
+    problem = path_problem(path)
+    if problem:
+        raise InvalidPath(problem)
     return path
 
 
