@@ -231,8 +231,6 @@ def serve(what: str, mountpoint: str, *, client=None, log_file: str | None = Non
         if allow_other is None:
             allow_other = os.geteuid() == 0
         options = {"fsname": fsname, "subtype": "hub"}
-        if hp.kind != "volume":
-            options["ro"] = True  # the kernel refuses writes (EROFS) and `mount` shows ro, as it is
         if allow_other:
             options["allow_other"] = True
         log.info("mounting %s on %s", what, mountpoint)
