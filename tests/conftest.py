@@ -303,6 +303,13 @@ def hub(request) -> Hub:
     return request.getfixturevalue(f"{request.param}_hub")
 
 
+def one_backend(hub: Hub) -> None:
+    """For a test of what neither the database nor the object store changes (a page's layout, a
+    client's message): the embedded hub alone, to keep the suite within its time budget."""
+    if hub.name != "embedded":
+        pytest.skip("one backend is enough: nothing here depends on the database or the store")
+
+
 @pytest.fixture
 def unique() -> str:
     """A short unique suffix for repo names, so tests sharing a session server never collide."""

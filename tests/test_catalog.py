@@ -14,6 +14,7 @@ import requests
 import yaml
 
 from hub.catalog import seed
+from tests.conftest import one_backend
 
 REQUIRED = {
     "datasets": ["ILSVRC/imagenet-1k"],
@@ -315,6 +316,7 @@ def test_an_entry_not_mirrored_yet_says_so_wherever_its_files_are_asked_for(hub,
     files and said nothing (`hub pull` "pulled 1 files"); now the manifest, the download 404, `hub
     pull` (which fails) say what the web page says: not mirrored yet, its size, how to mirror it. A
     user's own empty repo is not an unmirrored entry: it pulls (nothing) without a word."""
+    one_backend(hub)
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError
 
@@ -355,6 +357,7 @@ def test_a_users_own_empty_repo_is_not_shown_as_an_unmirrored_entry(hub, unique,
     """A repo someone just created has no files yet; it is not a catalog entry waiting to be mirrored
     (its page said "not mirrored", "Use it once mirrored", and named hub://datasets/NS/NAME/ as a file
     to open). Its fsspec snippet lists it instead, and runs."""
+    one_backend(hub)
     import html
 
     from tests.test_cli import client_env
@@ -378,6 +381,7 @@ def test_a_cards_relative_images_and_links_point_at_the_repos_files(hub, unique)
     as on the Hugging Face Hub; the page put them relative to its own URL (a 404). The image now
     loads its bytes and the link opens the file's page, at the commit shown; anchors, absolute URLs
     and javascript: are left alone or removed as before."""
+    one_backend(hub)
     owner = f"erin-{unique}"
     token = hub.cached_token(owner)
     api = hub.api(token)

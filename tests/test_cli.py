@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import django_modules_after
+from tests.conftest import django_modules_after, one_backend
 from tests.test_hf_write import auth, lfs_batch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -530,6 +530,7 @@ def test_a_push_over_quota_leaves_no_repo_behind(hub, unique, tmp_path):
 
 
 def test_a_push_refuses_a_path_the_hub_would_refuse_before_creating_the_repo(hub, alice, unique, tmp_path):
+    one_backend(hub)
     env = client_env(hub, alice, tmp_path)
     make_tree(tmp_path / "src", {"ok.txt": b"ok\n", "back\\slash.txt": b"no\n"})
     failed(run(env, "push", str(tmp_path / "src"), f"alice/bad-{unique}"), "contains a backslash")
@@ -537,6 +538,7 @@ def test_a_push_refuses_a_path_the_hub_would_refuse_before_creating_the_repo(hub
 
 
 def test_a_push_skips_symlinks_leading_out_of_the_folder(hub, alice, unique, tmp_path):
+    one_backend(hub)
     secret = tmp_path / "outside" / "secret.txt"
     make_tree(secret.parent, {"secret.txt": b"not for the hub\n"})
     src = tmp_path / "src"
@@ -585,6 +587,7 @@ def test_a_missing_repo_names_the_other_type_the_caller_can_see(hub, alice, bob,
 
 
 def test_token_errors_say_where_the_token_came_from_and_what_to_do(hub, tmp_path):
+    one_backend(hub)
     env = client_env(hub, None, tmp_path)
     tokens = f"{hub.url}/settings/tokens"
     line = failed(run(env, "login", input="garbage\n"), "rejected your token (from stdin)", "check the token",
@@ -602,6 +605,7 @@ def test_token_errors_say_where_the_token_came_from_and_what_to_do(hub, tmp_path
 
 
 def test_cp_reads_stdin_and_writes_stdout_for_a_dash(hub, alice, unique, tmp_path):
+    one_backend(hub)
     env = client_env(hub, alice, tmp_path)
     make_tree(tmp_path / "src", {"d/wine.csv": b"a,b\n1,2\n"})
     ok(run(env, "push", str(tmp_path / "src"), f"datasets/alice/dash-{unique}"))

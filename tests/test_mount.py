@@ -459,6 +459,7 @@ def two_volume_mounts(hub, alice, unique, tmp_path, mounts) -> tuple[Path, Path]
 
 def test_volume_writes_are_seen_from_another_mount_after_close(two_volume_mounts):
     a, b = two_volume_mounts
+    assert time.time() - a.stat().st_mtime < 3600, "the volume root's time says 1970"
     big = os.urandom(24 * MiB + 5)  # an upload session on the test hubs (parts of 8 MiB)
     with open(a / "ckpt.pt", "wb") as fh:
         fh.write(big[:MiB])

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.conftest import one_backend
+
 CHROMIUM = os.environ.get("HUB_TEST_CHROMIUM", "/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parent / "artifacts" / "screenshots"
 PASSWORD = "correct horse battery"
@@ -496,6 +498,7 @@ def page_width(page) -> int:
 def test_every_page_fits_a_phone_screen(site, phone, unique) -> None:
     """At 390 px nothing scrolls the page sideways: a README's wide code block scrolls in its own box,
     the repo tabs all show, and the Datasets and Models links stay in the header."""
+    one_backend(site)
     for path in ("/", "/datasets", "/models?q=qwen", "/datasets/hub-samples/wine", "/datasets/hub-samples/wine/tree/main",
                  "/THUDM/chatglm3-6b", "/datasets/hub-samples/wine/commits/main", "/accounts/login"):
         phone.goto(site.url + path)
@@ -524,6 +527,7 @@ def test_every_page_fits_a_phone_screen(site, phone, unique) -> None:
 
 
 def test_the_home_page_counts_what_its_links_list(site, page) -> None:
+    one_backend(site)
     page.goto(site.url)
     stat = page.locator("#ready-stat")
     ready = int(stat.locator("b").inner_text().replace(",", ""))
@@ -541,6 +545,7 @@ def test_the_home_page_counts_what_its_links_list(site, page) -> None:
 def test_volume_form_errors_show_on_the_volume_page(site, page, unique, tmp_path) -> None:
     """A rename onto an existing name, a path outside the volume or an upload onto an existing file:
     a message on the volume page, worded for its forms (the API keeps its own words)."""
+    one_backend(site)
     alice = f"alice-{unique}"
     sign_in(page, site, alice)
     page.goto(f"{site.url}/settings/volume")
@@ -593,6 +598,7 @@ def test_volume_form_errors_show_on_the_volume_page(site, page, unique, tmp_path
 
 
 def test_instance_form_errors_show_on_the_instances_page(site, page, unique) -> None:
+    one_backend(site)
     sign_in(page, site, f"alice-{unique}")
     page.goto(f"{site.url}/settings/instances")
     page.fill("#inst-name", "gpu-01")
@@ -622,6 +628,7 @@ def test_instance_form_errors_show_on_the_instances_page(site, page, unique) -> 
 
 
 def test_tokens_need_a_unique_name_and_a_confirmed_revoke(site, page, unique) -> None:
+    one_backend(site)
     sign_in(page, site, f"alice-{unique}")
     page.goto(f"{site.url}/settings/tokens")
     assert page.locator("#token-name").get_attribute("required") is not None
@@ -653,6 +660,7 @@ def test_tokens_need_a_unique_name_and_a_confirmed_revoke(site, page, unique) ->
 
 
 def test_counts_and_times_read_as_english(site, page, unique) -> None:
+    one_backend(site)
     owner = f"gina-{unique}"
     api = site.api(site.token(owner))
     repo_id = f"{owner}/once"
@@ -684,6 +692,7 @@ def test_counts_and_times_read_as_english(site, page, unique) -> None:
 
 
 def test_the_use_it_snippets_keep_identifiers_whole(site, page) -> None:
+    one_backend(site)
     page.goto(f"{site.url}/THUDM/chatglm3-6b")
     python = page.locator("#use-it .snippet", has_text="Python").locator("pre").inner_text()
     assert 'AutoTokenizer.from_pretrained("THUDM/chatglm3-6b", trust_remote_code=True)' in python
@@ -699,6 +708,7 @@ def test_the_use_it_snippets_keep_identifiers_whole(site, page) -> None:
 
 
 def test_pages_have_a_favicon(site, page) -> None:
+    one_backend(site)
     missing: list[str] = []
     page.on("response", lambda r: missing.append(r.url) if r.status >= 400 else None)
     page.goto(site.url)
@@ -712,6 +722,7 @@ def test_pages_have_a_favicon(site, page) -> None:
 
 
 def test_models_ns_name_leads_to_the_model_page(site, page) -> None:
+    one_backend(site)
     r = requests.get(f"{site.url}/models/hub-samples/tiny-gpt2", allow_redirects=False, timeout=30)
     assert r.status_code == 301 and r.headers["Location"] == "/hub-samples/tiny-gpt2"
     r = requests.get(f"{site.url}/models/hub-samples/tiny-gpt2/tree/main?after=a", allow_redirects=False, timeout=30)

@@ -140,6 +140,7 @@ class VolumeOps(Operations):
         self.fetcher = fetcher
         self.spool = spool
         self.ttl = ttl
+        self.mounted_ns = time.time_ns()
         self.on_ready = on_ready
         self.errors = ErrorLog()
         self.uid, self.gid = os.getuid(), os.getgid()
@@ -207,7 +208,7 @@ class VolumeOps(Operations):
         """What is at `rel`: this mount's own open version first, then a listing or stat younger
         than the TTL, else the hub (always the hub when `fresh`)."""
         if not rel:
-            return Entry(True)
+            return Entry(True, mtime_ns=self.mounted_ns)  # (the volume root has no time of its own)
         now = time.monotonic()
         walk = False
         with self.mu:
