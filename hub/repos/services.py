@@ -100,18 +100,23 @@ def access_repo(actor: Actor, repo_type: str, namespace: str, name: str, *, writ
     return repo
 
 
-def _not_found(actor: Actor, repo_type: str, namespace: str, name: str) -> RepoNotFound:
-    """The 404 for a repo the actor cannot see. If they can see a repo of the other type by that id
-    (wine is a dataset, asked for as a model), it says so: only then, so nothing private leaks."""
-    kind = "dataset" if repo_type == Repo.DATASET else "model"
+def other_type_seen(actor: Actor, repo_type: str, namespace: str, name: str) -> Repo | None:
+    """The repo of the other type (model for dataset, and back) with this id, if the actor may read
+    it: what a "not found" may point to without leaking anything private."""
     other_type = Repo.MODEL if repo_type == Repo.DATASET else Repo.DATASET
     other = (Repo.objects.select_related("namespace")
              .filter(type=other_type, namespace__name=namespace, name=name).first())
-    if other is not None and _readable(actor, other)[0]:
-        other_kind = "dataset" if other_type == Repo.DATASET else "model"
-        spelled = f"{other_type}s/{other.repo_id}"
-        return RepoNotFound(f"no {kind} {namespace}/{name}; there is a {other_kind} of that name: use {spelled}")
-    return RepoNotFound(f"{kind} {namespace}/{name} not found (or you do not have access to it)")
+    return other if other is not None and _readable(actor, other)[0] else None
+
+
+def _not_found(actor: Actor, repo_type: str, namespace: str, name: str) -> RepoNotFound:
+    """The 404 for a repo the actor cannot see. If they can see a repo of the other type by that id
+    (wine is a dataset, asked for as a model), it says so."""
+    other = other_type_seen(actor, repo_type, namespace, name)
+    if other is not None:
+        return RepoNotFound(f"no {repo_type} {namespace}/{name}; there is a {other.type} of that name: "
+                            f"use {other.type}s/{other.repo_id}")
+    return RepoNotFound(f"{repo_type} {namespace}/{name} not found (or you do not have access to it)")
 
 
 def check_gate(actor: Actor, repo: Repo) -> None:

@@ -250,10 +250,11 @@ def _repo_named(actor, mount: instances.MountRequest) -> Iterator[None]:
     try:
         yield
     except RepoNotFound:
-        other = Repo.MODEL if mount.type == Repo.DATASET else Repo.DATASET
-        if mount.repo_id.count("/") == 1 and repos.visible_repos(actor.user).filter(
-                type=other, namespace__name=mount.repo_id.split("/")[0], name=mount.repo_id.split("/")[1]).exists():
-            raise RepoNotFound(f"“{mount.repo_id}” is a {other}, not a {mount.type}: choose “{other}” in the list") from None
+        other = (repos.other_type_seen(actor, mount.type, *mount.repo_id.split("/"))
+                 if mount.repo_id.count("/") == 1 else None)
+        if other is not None:
+            raise RepoNotFound(f"“{mount.repo_id}” is a {other.type}, not a {mount.type}: choose “{other.type}” in "
+                               "the list") from None
         raise RepoNotFound(f"No dataset or model {mount.repo_id}, or you cannot see it") from None
 
 
