@@ -281,6 +281,36 @@ def test_a_repo_made_private_or_deleted_leaves_the_anonymous_pages_at_once(hub, 
     assert listed() == []
 
 
+def test_a_visitors_list_total_follows_repos_coming_and_going_at_once(hub, unique) -> None:
+    """A visitor's unfiltered list keeps its total under the catalog's version (no COUNT per page),
+    and its page under that version too: a repo created, made public or private, or deleted changes
+    the total shown at the very next request, whether the page is kept (same URL) or not."""
+    user = f"counter{unique}"
+    api = hub.api(hub.token(user))
+    calls = iter(range(10**6))
+
+    def totals() -> tuple[int, int]:  # (the same URL each time, a fresh one)
+        out = []
+        for params in ({}, {"_": next(calls)}):
+            page = requests.get(f"{hub.url}/models", params=params, timeout=30)
+            assert page.status_code == 200
+            out.append(int(re.search(r'id="total">([\d,]+)<', page.text).group(1).replace(",", "")))
+        return out[0], out[1]
+
+    before, _ = totals()
+    assert totals() == (before, before)
+    api.create_repo(f"{user}/one")
+    assert totals() == (before + 1, before + 1)
+    api.create_repo(f"{user}/two", private=True)
+    assert totals() == (before + 1, before + 1)
+    api.update_repo_settings(f"{user}/two", private=False)
+    assert totals() == (before + 2, before + 2)
+    api.delete_repo(f"{user}/one")
+    assert totals() == (before + 1, before + 1)
+    api.update_repo_settings(f"{user}/two", private=True)
+    assert totals() == (before, before)
+
+
 def test_the_samples_load_with_transformers_against_the_hub(hub, tmp_path) -> None:
     """A fresh hub has real content: the tiny models load through the stock transformers client and
     the iris data reads through HF_ENDPOINT, with only the hub's URL."""

@@ -40,7 +40,7 @@ TRIGGERS = {
         INSERT INTO {TABLE}(rowid, text) SELECT r.id, {_TEXT.format(r='r')} FROM repos_repo r
             WHERE r.id = old.repo_id; END""",
 }
-# The filter options' version (catalog migration 0007; PostgreSQL has its own triggers there).
+# The filter options' version (catalog migrations 0007, 0010; PostgreSQL has its own triggers there).
 _BUMP = "UPDATE catalog_facet_version SET n = n + 1 WHERE id = 1"
 FACET_TRIGGERS = {
     "catalog_facet_version_facets_ins": f"AFTER INSERT ON catalog_catalogfacet BEGIN {_BUMP}; END",
@@ -48,6 +48,8 @@ FACET_TRIGGERS = {
     "catalog_facet_version_private": f"""AFTER UPDATE OF private ON repos_repo
         WHEN old.private <> new.private BEGIN {_BUMP}; END""",
     "catalog_facet_version_repo_del": f"AFTER DELETE ON repos_repo BEGIN {_BUMP}; END",
+    # (0010) a new repo changes the visitors' list counts kept under the version
+    "catalog_facet_version_repo_ins": f"AFTER INSERT ON repos_repo BEGIN {_BUMP}; END",
 }
 _READY: dict[str, bool] = {}  # per database alias: whether the index is there
 

@@ -1,14 +1,12 @@
 """Small template helpers for the web pages."""
 from __future__ import annotations
 
-from datetime import timedelta
 from html import escape
 from urllib.parse import urlencode
 
 from django import template
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.timesince import timesince
 
 from hub.catalog.services import language_name
 from hub.config import format_size
@@ -33,12 +31,21 @@ def plural(n, word: str) -> str:
     return f"{count(n)} {word}{'' if n == 1 else 's'}"
 
 
+_AGO_UNITS = (("year", 365.25 * 86400), ("month", 30.44 * 86400), ("week", 7 * 86400), ("day", 86400),
+              ("hour", 3600), ("minute", 60))
+
+
 @register.filter
 def ago(when) -> str:
-    """'5 minutes ago'; under a minute (or a clock a little ahead) 'just now', not '0 minutes ago'."""
-    if timezone.now() - when < timedelta(minutes=1):
-        return "just now"
-    return f"{timesince(when)} ago"
+    """'5 minutes ago', '3 weeks ago': the largest whole unit, as catalog sites say it; under a
+    minute (or a clock a little ahead) 'just now'. A list page shows thirty of these: Django's
+    timesince (calendar arithmetic, two units, translations) was a tenth of its time."""
+    seconds = (timezone.now() - when).total_seconds()
+    for unit, length in _AGO_UNITS:
+        if seconds >= length:
+            n = int(seconds // length)
+            return f"{n}\xa0{unit}{'' if n == 1 else 's'} ago"
+    return "just now"
 
 
 @register.filter
