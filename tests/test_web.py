@@ -566,6 +566,8 @@ def test_volume_form_errors_show_on_the_volume_page(site, page, unique, tmp_path
     assert page.url.endswith("/settings/volume") and page.locator(".error-page").count() == 0
     error = page.locator(".messages li.error").inner_text()
     assert error == "“runs” already exists: pick another name or delete it first."
+    assert row.locator("input[name=dst]").input_value() == "runs"  # as typed, in that row only
+    assert page.locator("#dirname").input_value() == ""
     shot(page, site, "volume-rename-clash")
 
     row.locator("input[name=dst]").fill("../../etc")
@@ -657,6 +659,53 @@ def test_tokens_need_a_unique_name_and_a_confirmed_revoke(site, page, unique) ->
     page.fill("#token-name", "laptop")  # a revoked token's name is free again
     page.click("#create-token button")
     assert page.locator("#new-token").count() == 1
+
+
+def test_a_refused_token_form_comes_back_as_it_was_typed_once(site, page, unique) -> None:
+    one_backend(site)
+    sign_in(page, site, f"alice-{unique}")
+    page.goto(f"{site.url}/settings/tokens")
+    page.fill("#token-name", "laptop")
+    page.click("#create-token button")
+    assert page.locator("#new-token").count() == 1
+    assert page.locator("#token-name").input_value() == "" and page.locator("#token-role").input_value() == "read"
+
+    page.fill("#token-name", "laptop")
+    page.select_option("#token-role", "write")
+    page.click("#create-token button")
+    assert "already have a token named “laptop”" in page.locator(".messages li.error").inner_text()
+    assert page.locator("#token-name").input_value() == "laptop"
+    assert page.locator("#token-role").input_value() == "write"
+    shot(page, site, "tokens-refused-refilled")
+
+    page.reload()  # kept for the one page the refusal leads to
+    assert page.locator(".messages").count() == 0
+    assert page.locator("#token-name").input_value() == "" and page.locator("#token-role").input_value() == "read"
+
+
+def test_a_refused_attach_refills_that_form_only(site, page, unique) -> None:
+    one_backend(site)
+    sign_in(page, site, f"alice-{unique}")
+    page.goto(f"{site.url}/settings/instances")
+    for name in ("gpu-01", "gpu-02"):
+        page.fill("#inst-name", name)
+        page.click("#register button")
+        assert f"Registered {name}" in page.locator("#new-instance").inner_text()
+    box = page.locator("section.instance[data-name='gpu-01']")
+    box.locator("select[name=type]").select_option("model")
+    box.locator("input[name=repo]").fill("nobody/nothing")
+    box.locator("input[name=revision]").fill("v1")
+    box.locator("button:has-text('Attach')").click()
+    assert page.locator(".messages li.error").inner_text() == "No dataset or model nobody/nothing, or you cannot see it."
+    assert box.locator("select[name=type]").input_value() == "model"
+    assert box.locator("input[name=repo]").input_value() == "nobody/nothing"
+    assert box.locator("input[name=revision]").input_value() == "v1"
+    other = page.locator("section.instance[data-name='gpu-02']")
+    assert other.locator("input[name=repo]").input_value() == "" and other.locator("select[name=type]").input_value() == "dataset"
+    assert page.locator("#inst-name").input_value() == "" and page.locator("#inst-repo").input_value() == ""
+
+    page.goto(f"{site.url}/settings/instances")
+    assert box.locator("input[name=repo]").input_value() == ""
 
 
 def test_counts_and_times_read_as_english(site, page, unique) -> None:

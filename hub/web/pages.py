@@ -72,11 +72,34 @@ def sentence(text: str) -> str:
     return text + ("" if not text or text.endswith((".", "!", "?")) else ".")
 
 
+FORM_KEPT = "form_kept"
+# Fields never kept, by a word in their name: the CSRF token, passwords, any secret or token value.
+# Uploaded files are not in request.POST, and no page could put them back anyway.
+_NOT_KEPT = ("password", "secret", "token")
+
+
+def keep_form(request: HttpRequest) -> None:
+    """Keeps what was typed into the form this POST came from (by its action, the POST's path) in the
+    session, for the page the person is sent back to: form_kept hands it to that page's templates."""
+    request.session[FORM_KEPT] = {"action": request.path, "values": {
+        name: value for name, value in request.POST.items() if not any(w in name.lower() for w in _NOT_KEPT)}}
+
+
+def form_kept(request: HttpRequest) -> dict[str, dict | None]:
+    """Context processor: what keep_form kept, for the first page rendered after it only: it leaves
+    the session then, as messages do, so a reload shows empty forms. Read once per request, as one
+    request may render several templates. The {% refill %} tag (hubweb) gives it to its form."""
+    if not hasattr(request, "_form_kept"):
+        request._form_kept = request.session.pop(FORM_KEPT, None) if hasattr(request, "session") else None
+    return {"form_kept": request._form_kept}
+
+
 def form_action(back: Callable[..., str]) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
     """For a view that handles a form's POST: a hub error it raises becomes an error message on the
     page the form is on (the URL `back(request, *args, **kwargs)` gives), as its successes do,
-    instead of an error page. The view raises errors worded for the form where the service's words
-    are the API's (the API keeps its own). A GET it also serves renders errors as pages, like @page."""
+    instead of an error page, and the form comes back filled in as it was sent (keep_form). The view
+    raises errors worded for the form where the service's words are the API's (the API keeps its
+    own). A GET it also serves renders errors as pages, like @page."""
 
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @wraps(view)
@@ -87,6 +110,7 @@ def form_action(back: Callable[..., str]) -> Callable[[Callable[..., HttpRespons
                 if request.method != "POST":
                     return error_page(request, err)
                 messages.error(request, sentence(err.message))
+                keep_form(request)
                 return redirect(back(request, *args, **kwargs))
 
         return wrapper

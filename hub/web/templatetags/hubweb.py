@@ -139,3 +139,16 @@ def repo_card(r) -> SafeString:
 def repo_cards(rows) -> SafeString:
     """The cards of a list page, in one tag: a template loop pushed a context per card."""
     return mark_safe("".join(repo_card(r) for r in rows))
+
+
+@register.simple_tag(takes_context=True)
+def refill(context, *action: object, **hidden: object) -> dict[str, str]:
+    """What was typed into this form when it last failed (hub.web.pages.keep_form), or {} for every
+    other form, so that only the failed one comes back filled in. The form is the one posting to the
+    action its arguments make up, and where forms share an action (each row's rename), whose hidden
+    fields have the values given: {% refill "/settings/volume/rename" src=p as typed %}."""
+    kept = context.get("form_kept")
+    if not kept or kept["action"] != "".join(str(part) for part in action):
+        return {}
+    values = kept["values"]
+    return values if all(values.get(name) == str(value) for name, value in hidden.items()) else {}
