@@ -547,6 +547,9 @@ class HubClient:
         self.json("POST", f"{api_prefix(repo_type)}/{repo_id}/branch/{quote(branch, safe='')}", data=data,
                   retry=NO_RETRY)
 
+    def delete_branch(self, repo_type: str, repo_id: str, branch: str) -> None:
+        self.json("DELETE", f"{api_prefix(repo_type)}/{repo_id}/branch/{quote(branch, safe='')}", retry=NO_RETRY)
+
     def preupload(self, repo_type: str, repo_id: str, revision: str, files: list[dict]) -> dict:
         return self.json("POST", f"{api_prefix(repo_type)}/{repo_id}/preupload/{quote(revision, safe='')}",
                          data={"files": files})

@@ -86,7 +86,8 @@ def push(client: HubClient, folder: str | Path, repo_type: str, repo_id: str, *,
     """Commits the files of `folder` to `repo_id` on branch `revision` (default main), creating the
     repo (and the branch, from the default branch) if needed. File paths and the quota are checked
     before the repo is created; if the push fails anyway, a repo it created is deleted again while
-    it holds nothing but its initial commit. Raises HubClientError on failure."""
+    it holds nothing but its initial commit, and so is a branch it created on an existing repo while
+    nothing was committed to it. Raises HubClientError on failure."""
     folder = Path(folder)
     files = scan(folder)
     if not files:
@@ -96,16 +97,21 @@ def push(client: HubClient, folder: str | Path, repo_type: str, repo_id: str, *,
     if not _exists(client, repo_type, repo_id):
         check_quota(client, repo_id.split("/", 1)[0], files)
         created = client.create_repo(repo_type, repo_id, private=private, exist_ok=True)
+    new_branch = None  # the commit a branch this push made on an existing repo starts at
     try:
+        new_branch = _ensure_branch(client, repo_type, repo_id, revision, created)
         return _push(client, files, repo_type, repo_id, created, revision=revision, message=message,
                      workers=workers, limit_rate=limit_rate, progress=progress)
     except (Exception, KeyboardInterrupt) as err:
+        note = None
         if created:
             note = _remove_if_empty(client, repo_type, repo_id)
-            if isinstance(err, HubClientError):
-                err.message = f"{err.message.rstrip('.')}; {note}"
-            else:
-                print(note, file=sys.stderr)
+        elif new_branch and revision:
+            note = _remove_branch_if_unused(client, repo_type, repo_id, revision, new_branch)
+        if note and isinstance(err, HubClientError):
+            err.message = f"{err.message.rstrip('.')}; {note}"
+        elif note:
+            print(note, file=sys.stderr)
         raise
 
 
@@ -167,20 +173,44 @@ def _remove_if_empty(client: HubClient, repo_type: str, repo_id: str) -> str:
     return f"deleted the empty {label} this push had created"
 
 
+def _ensure_branch(client: HubClient, repo_type: str, repo_id: str, revision: str | None,
+                   created: bool) -> str | None:
+    """Makes branch `revision` from the head of the default branch where the repo lacks it. Returns
+    the commit it starts at when this made it on a repo that was already there (the repo's own
+    cleanup covers a repo the push created), else None."""
+    if not revision:
+        return None
+    if not created:
+        try:
+            client.repo_info(repo_type, repo_id, revision)
+            return None
+        except NotFoundError as err:
+            if err.code != "RevisionNotFound":
+                raise
+    start = client.resolve_commit(repo_type, repo_id)
+    client.create_branch(repo_type, repo_id, revision, start)
+    return None if created else start
+
+
+def _remove_branch_if_unused(client: HubClient, repo_type: str, repo_id: str, branch: str, start: str) -> str:
+    """Deletes a branch this push created, if it still points where it started (nobody committed
+    to it meanwhile). Says what it did."""
+    try:
+        heads = {b["name"]: b["targetCommit"] for b in client.list_refs(repo_type, repo_id).get("branches") or []}
+        if branch not in heads:
+            return f"the branch {branch} this push created is gone"
+        if heads[branch] != start:
+            return f"the branch {branch} this push created has commits now, so it stays"
+        client.delete_branch(repo_type, repo_id, branch)
+    except HubClientError as err:
+        return f"could not delete the branch {branch} this push created ({err.message})"
+    return f"deleted the branch {branch} this push had created"
+
+
 def _push(client: HubClient, files: list[LocalFile], repo_type: str, repo_id: str, created: bool, *,
           revision: str | None, message: str | None, workers: int, limit_rate: float | None,
           progress: bool) -> PushResult:
     branch = revision or "main"
-    if revision and not created:
-        try:
-            client.repo_info(repo_type, repo_id, revision)
-        except NotFoundError as err:
-            if err.code != "RevisionNotFound":
-                raise
-            client.create_branch(repo_type, repo_id, revision)
-    elif revision and created:
-        client.create_branch(repo_type, repo_id, revision)
-
     modes = _preupload(client, repo_type, repo_id, branch, files)
     inline, lfs = [], []
     budget = INLINE_BUDGET

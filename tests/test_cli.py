@@ -528,6 +528,15 @@ def test_a_push_over_quota_leaves_no_repo_behind(hub, unique, tmp_path):
     files = hub.api(token).list_repo_files(f"{name}/kept")
     assert sorted(files) == [".gitattributes", "a.txt"]
 
+    # A branch the push made for itself on that repo goes again; one it did not make stays.
+    failed(run(env, "push", str(small), f"{name}/kept", "--revision", "wip"), "quota exceeded",
+           "deleted the branch wip this push had created")
+    assert [b.name for b in hub.api(token).list_repo_refs(f"{name}/kept").branches] == ["main"]
+    hub.api(token).create_branch(f"{name}/kept", branch="mine")
+    line = failed(run(env, "push", str(small), f"{name}/kept", "--revision", "mine"), "quota exceeded")
+    assert "deleted" not in line
+    assert sorted(b.name for b in hub.api(token).list_repo_refs(f"{name}/kept").branches) == ["main", "mine"]
+
 
 def test_a_push_refuses_a_path_the_hub_would_refuse_before_creating_the_repo(hub, alice, unique, tmp_path):
     one_backend(hub)
