@@ -52,15 +52,19 @@ class PushResult:
 def scan(folder: Path) -> list[LocalFile]:
     """Every regular file under `folder`, skipping VCS folders and huggingface_hub's .cache/huggingface.
     A symlink to a file is followed only if its target is inside `folder`: one leading out of it
-    (to /etc/hostname, to ~/.ssh...) is skipped with a warning, never uploaded."""
+    (to /etc/hostname, to ~/.ssh...) is skipped with a warning, never uploaded. Links to directories
+    are not followed (as huggingface_hub's upload_folder does not follow them), and named in a
+    warning: a `data -> /mnt/disk/data` left out silently would make an incomplete dataset."""
     if not folder.is_dir():
         raise UsageError(f"{folder} is not a directory", code="NotADirectory")
     root = folder.resolve()
-    out, outside = [], []
+    out, outside, linked = [], [], []
     for dirpath, dirnames, filenames in os.walk(folder):
         rel_dir = Path(dirpath).relative_to(folder)
         dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS
                              and not (rel_dir == Path(".cache") and d == "huggingface"))
+        linked += [f"{(rel_dir / d).as_posix()} -> {os.readlink(Path(dirpath) / d)}" for d in dirnames
+                   if (Path(dirpath) / d).is_symlink()]  # os.walk does not descend into them
         for name in sorted(filenames):
             p = Path(dirpath) / name
             if p.is_symlink() and not p.resolve().is_relative_to(root):
@@ -73,6 +77,10 @@ def scan(folder: Path) -> list[LocalFile]:
         more = f" and {len(outside) - 10} more" if len(outside) > 10 else ""
         print(f"warning: skipped {plural(len(outside), 'symlink')} leading outside {folder}: "
               f"{', '.join(outside[:10])}{more}", file=sys.stderr)
+    if linked:
+        more = f" and {len(linked) - 10} more" if len(linked) > 10 else ""
+        print(f"warning: skipped {plural(len(linked), 'link')} to a directory (push does not follow them; "
+              f"push the directory itself, or copy it in): {', '.join(linked[:10])}{more}", file=sys.stderr)
     return out
 
 

@@ -555,11 +555,14 @@ def test_a_push_skips_symlinks_leading_out_of_the_folder(hub, alice, unique, tmp
     (src / "link.txt").symlink_to(secret)
     (src / "d" / "up.txt").symlink_to("../../outside/secret.txt")
     (src / "inside.txt").symlink_to("d/b.txt")  # stays inside: followed
+    (src / "data").symlink_to(secret.parent, target_is_directory=True)  # a directory: not followed, named
     env = client_env(hub, alice, tmp_path)
 
     push = ok(run(env, "push", str(src), f"alice/links-{unique}"))
     assert f"warning: skipped 2 symlinks leading outside {src}: link.txt -> {secret}, " \
            "d/up.txt -> ../../outside/secret.txt" in push.stderr
+    assert "warning: skipped 1 link to a directory (push does not follow them; push the directory itself, " \
+           f"or copy it in): data -> {secret.parent}" in push.stderr
     ok(run(env, "pull", f"alice/links-{unique}", "--local-dir", str(tmp_path / "back")))
     got = read_tree(tmp_path / "back")
     assert got.pop(".gitattributes")
