@@ -417,8 +417,9 @@ def test_a_large_file_is_hashed_from_memory_and_cached_when_its_sha256_matches(t
     monkeypatch.setattr(os, "pread", lambda fd, n, at: read_back.append(n) or real_pread(fd, n, at))
     try:
         assert _read_through(blob, len(data)) == data
+        # The blob is marked committed before its file is linked into the cache: wait for the file.
         deadline = time.monotonic() + 20
-        while not blob.committed and time.monotonic() < deadline:
+        while fetcher.cache.get(sha, len(data)) is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert blob.committed and fetcher.cache.get(sha, len(data)) is not None
         assert fetcher.cache.get(sha, len(data)).read_bytes() == data
