@@ -73,15 +73,17 @@ def scan(folder: Path) -> list[LocalFile]:
             if not p.is_file():
                 continue
             out.append(LocalFile((rel_dir / name).as_posix(), p, p.stat().st_size))
-    if outside:
-        more = f" and {len(outside) - 10} more" if len(outside) > 10 else ""
-        print(f"warning: skipped {plural(len(outside), 'symlink')} leading outside {folder}: "
-              f"{', '.join(outside[:10])}{more}", file=sys.stderr)
-    if linked:
-        more = f" and {len(linked) - 10} more" if len(linked) > 10 else ""
-        print(f"warning: skipped {plural(len(linked), 'link')} to a directory (push does not follow them; "
-              f"push the directory itself, or copy it in): {', '.join(linked[:10])}{more}", file=sys.stderr)
+    _warn_skipped(outside, "symlink", f"leading outside {folder}")
+    _warn_skipped(linked, "link", "to a directory (push does not follow them; push the directory itself, "
+                  "or copy it in)")
     return out
+
+
+def _warn_skipped(items: list[str], noun: str, why: str) -> None:
+    """One warning line naming what scan() left out (the first ten, then how many more)."""
+    if items:
+        more = f" and {len(items) - 10} more" if len(items) > 10 else ""
+        print(f"warning: skipped {plural(len(items), noun)} {why}: {', '.join(items[:10])}{more}", file=sys.stderr)
 
 
 def _git_blob_oid(data: bytes) -> str:
