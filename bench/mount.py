@@ -9,7 +9,9 @@
     .venv/bin/python bench/mount.py [--big 1GiB] [--files 10000] [--quick] [--repeat 3]
 
 --repeat N does the big-file comparison (GET, fresh mount, cold read) N times and reports the
-median ratio, with each run's ratio and the disk's work during each side (/proc/diskstats).
+median ratio, with each run's ratio and the disk's work during each side (/proc/diskstats). Each
+repeat also reads the same bytes from a local file on the same disk, cold: the ceiling of any
+read path that fills the kernel's page cache, as the mount does so that warm reads stay in the kernel.
 
 It starts RGW, a PostgreSQL database and a hub server of its own (bench/pull_vs_boto3.start_hub),
 pushes two dataset repos with `hub push`, mounts them with `hub mount` into a temporary directory
@@ -101,6 +103,36 @@ def disk_work(before: tuple[int, int, int], cpu_before: list[int] | None = None)
     return out
 
 
+ALL_CPUS = frozenset(os.sched_getaffinity(0))
+STORE_DAEMONS = ("ceph-mon", "ceph-osd", "radosgw")
+LAYOUTS = {
+    "shared": "store and client share both CPUs",
+    "split": "store on CPU 0, hub and client on CPU 1",
+}
+
+
+def pin(layout: str, hub) -> None:
+    """Places the processes for one layout. "shared": everything may run on every CPU (the store's
+    work and ours compete for the same two cores). "split": the store's daemons on the first CPU,
+    this process (hence the mounts and readers it starts, and boto3) and the hub server on the other:
+    the instance's CPU does only the client's work, as where the store runs on machines of its own.
+    Affinity is per thread; threads started later inherit their creator's."""
+    import psutil
+
+    cpus = sorted(ALL_CPUS)
+    store, ours = (set(cpus), set(cpus)) if layout == "shared" else ({cpus[0]}, set(cpus[1:]))
+    procs = [(p, store) for p in psutil.process_iter(["name"]) if p.info["name"] in STORE_DAEMONS]
+    server = psutil.Process(hub.proc.pid)
+    procs += [(p, ours) for p in [server, *server.children(recursive=True)]]
+    for proc, where in procs:
+        try:
+            for t in proc.threads():
+                os.sched_setaffinity(t.id, where)
+        except (psutil.Error, OSError):
+            pass  # a thread that ended meanwhile
+    os.sched_setaffinity(0, ours)
+
+
 def timed(fn, *args) -> float:
     t = time.perf_counter()
     fn(*args)
@@ -113,6 +145,9 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--quick", action="store_true", help="128 MiB and 1,000 files")
     ap.add_argument("--repeat", type=int, default=1, help="cold big-file comparisons to make (median reported)")
+    ap.add_argument("--layouts", default="shared,split" if len(ALL_CPUS) > 1 else "shared",
+                    help="CPU layouts of the big-file comparison: shared (store and client on every CPU), "
+                         "split (store on CPU 0, hub and client on the others)")
     args = ap.parse_args()
     if args.quick:
         args.big, args.files = "128MiB", 1000
@@ -158,49 +193,74 @@ def main() -> None:
 
         # --- one big file ---------------------------------------------------------------------------
         mb = size / 2**20
-        ratios: list[float] = []
-        for n in range(args.repeat):
-            drop_page_cache()
-            before, cpu = disk_io(), cpu_times()
-            t_boto_big = timed(boto3_big)
-            boto_disk = disk_work(before, cpu)
-            point = tmp / f"m-big{n}"
-            points.append(point)
-            mount(hub, token, "datasets/bench/big", point, tmp / f"cache-big{n}", tmp / f"mount-big{n}.log")
-            drop_page_cache()
-            before, cpu = disk_io(), cpu_times()
-            stalls: list[tuple[float, int]] = []
-            perf = None
-            if os.environ.get("BENCH_PERF"):  # a system-wide profile of the cold read: perf report -i FILE.N
-                perf = subprocess.Popen(["perf", "record", "-a", "-g", "-q", "-o", f"{os.environ['BENCH_PERF']}.{n}"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                time.sleep(1.0)
-            t_cold = timed(read_all, point / "big.bin", stalls)
-            if perf is not None:
-                perf.send_signal(signal.SIGINT)
-                perf.wait()
-            cold_disk = disk_work(before, cpu)
-            ratios.append(t_boto_big / t_cold)
-            print(f"1 file of {mb:.0f} MiB: boto3 {t_boto_big:.2f} s ({mb / t_boto_big:.0f} MiB/s; {boto_disk}) | "
-                  f"mount cold {t_cold:.2f} s ({mb / t_cold:.0f} MiB/s; {cold_disk}) | ratio {ratios[-1]:.2f} | "
-                  f"load {os.getloadavg()[0]:.1f}", flush=True)
-            try:
-                print(f"  mount counters: {os.getxattr(point, 'user.hub.stats').decode()}", flush=True)
-            except OSError:
-                pass
-            if stalls:  # a read that waited this long is a stall, not throughput: say where, with the mount's log
-                print("  reads over 0.5 s: " + ", ".join(f"{t:.2f} s at {o >> 20} MiB" for t, o in stalls), flush=True)
-                log_tail = (tmp / f"mount-big{n}.log").read_text().splitlines()[-20:]
-                print("  mount log:\n    " + "\n    ".join(log_tail), file=sys.stderr, flush=True)
-            if n == 0:
-                t_warm = timed(read_all, point / "big.bin")
-                print(f"  warm {t_warm:.2f} s ({mb / t_warm:.0f} MiB/s)", flush=True)
-                report("mount", f"{mb:.0f} MiB sequential read, warm / cold", ratio=t_cold / t_warm, target=2.0,
-                       detail=f"cold {t_cold:.2f} s, warm {t_warm:.2f} s")
-            if n < args.repeat - 1:
-                umount(point)
-        report("mount", f"{mb:.0f} MiB sequential read, cold mount / boto3", ratio=statistics.median(ratios),
-               target=0.7, detail="runs: " + ", ".join(f"{r:.2f}" for r in ratios))
+        layouts = [x for x in args.layouts.split(",") if x]
+        unknown = set(layouts) - set(LAYOUTS)
+        if unknown:
+            sys.exit(f"unknown layout(s): {', '.join(sorted(unknown))}; choose from {', '.join(LAYOUTS)}")
+        runs = 0
+        try:
+            for layout in layouts:
+                pin(layout, hub)
+                ratios: list[float] = []
+                local_ratios: list[float] = []
+                for _ in range(args.repeat):
+                    n = runs
+                    runs += 1
+                    drop_page_cache()
+                    before, cpu = disk_io(), cpu_times()
+                    t_boto_big = timed(boto3_big)
+                    boto_disk = disk_work(before, cpu)
+                    # The ceiling of any read that fills the kernel's page cache (which the mount must, for
+                    # warm reads that never enter Python): the same bytes read the same way from a local file.
+                    drop_page_cache()
+                    before, cpu = disk_io(), cpu_times()
+                    t_local = timed(read_all, big_src / "big.bin")
+                    local_disk = disk_work(before, cpu)
+                    local_ratios.append(t_boto_big / t_local)
+                    point = tmp / f"m-big{n}"
+                    points.append(point)
+                    mount(hub, token, "datasets/bench/big", point, tmp / f"cache-big{n}", tmp / f"mount-big{n}.log")
+                    drop_page_cache()
+                    before, cpu = disk_io(), cpu_times()
+                    stalls: list[tuple[float, int]] = []
+                    perf = None
+                    if os.environ.get("BENCH_PERF"):  # a system-wide profile of the cold read: perf report -i FILE.N
+                        perf = subprocess.Popen(["perf", "record", "-a", "-g", "-q", "-o", f"{os.environ['BENCH_PERF']}.{n}"],
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        time.sleep(1.0)
+                    t_cold = timed(read_all, point / "big.bin", stalls)
+                    if perf is not None:
+                        perf.send_signal(signal.SIGINT)
+                        perf.wait()
+                    cold_disk = disk_work(before, cpu)
+                    ratios.append(t_boto_big / t_cold)
+                    print(f"[{layout}] 1 file of {mb:.0f} MiB: boto3 {t_boto_big:.2f} s ({mb / t_boto_big:.0f} MiB/s; "
+                          f"{boto_disk}) | local file cold {t_local:.2f} s ({mb / t_local:.0f} MiB/s; {local_disk}) | "
+                          f"mount cold {t_cold:.2f} s ({mb / t_cold:.0f} MiB/s; {cold_disk}) | ratio {ratios[-1]:.2f} | "
+                          f"local file / boto3 {local_ratios[-1]:.2f} | load {os.getloadavg()[0]:.1f}", flush=True)
+                    try:
+                        print(f"  mount counters: {os.getxattr(point, 'user.hub.stats').decode()}", flush=True)
+                    except OSError:
+                        pass
+                    if stalls:  # a read that waited this long is a stall, not throughput: say where, with the mount's log
+                        print("  reads over 0.5 s: " + ", ".join(f"{t:.2f} s at {o >> 20} MiB" for t, o in stalls), flush=True)
+                        log_tail = (tmp / f"mount-big{n}.log").read_text().splitlines()[-20:]
+                        print("  mount log:\n    " + "\n    ".join(log_tail), file=sys.stderr, flush=True)
+                    if n == 0:
+                        t_warm = timed(read_all, point / "big.bin")
+                        print(f"  warm {t_warm:.2f} s ({mb / t_warm:.0f} MiB/s)", flush=True)
+                        report("mount", f"{mb:.0f} MiB sequential read, warm / cold", ratio=t_cold / t_warm, target=2.0,
+                               detail=f"cold {t_cold:.2f} s, warm {t_warm:.2f} s ({LAYOUTS[layout]})")
+                    umount(point)
+                report("mount", f"{mb:.0f} MiB sequential read, cold mount / boto3 ({LAYOUTS[layout]})",
+                       ratio=statistics.median(ratios), target=0.7,
+                       detail="runs: " + ", ".join(f"{r:.2f}" for r in ratios))
+                report("mount", f"{mb:.0f} MiB sequential read, cold local file (page cache filled) / boto3 "
+                       f"({LAYOUTS[layout]})", ratio=statistics.median(local_ratios),
+                       detail="the same read of a local file on this disk; runs: "
+                              + ", ".join(f"{r:.2f}" for r in local_ratios))
+        finally:
+            pin("shared", hub)  # the store is shared with other work: give it every CPU again
 
         # --- many small files -----------------------------------------------------------------------
         t_boto_small = timed(boto3_small)
