@@ -491,6 +491,23 @@ def _volume_exists(client: HubClient, path: str) -> bool:
         return False
 
 
+def _local_files(folder: Path) -> list[Path]:
+    """Every file under `folder` for `cp -r`, links to files followed (the volume is the user's own,
+    as with `cp -rL`). Links to directories are not followed, and named in a warning, as push does:
+    a `data -> /mnt/disk/data` left out without a word would look copied."""
+    from storage.push import warn_skipped
+
+    files, linked = [], []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        here = Path(dirpath)
+        dirnames.sort()
+        linked += [f"{(here / d).relative_to(folder).as_posix()} -> {os.readlink(here / d)}" for d in dirnames
+                   if (here / d).is_symlink()]  # os.walk does not descend into them
+        files += [here / f for f in sorted(filenames) if (here / f).is_file()]
+    warn_skipped(linked, "link", "to a directory (cp -r does not follow them; copy the directory itself)")
+    return files
+
+
 def _cp_to_volume(args: argparse.Namespace) -> int:
     from storage import volume
     from storage.progress import Progress
@@ -502,8 +519,7 @@ def _cp_to_volume(args: argparse.Namespace) -> int:
     if src.is_dir():
         if not args.recursive:
             raise UsageError(f"{src} is a directory: use -r to copy it", code="IsADirectory")
-        pairs = [(p, f"{dst}/{p.relative_to(src).as_posix()}".lstrip("/")) for p in sorted(src.rglob("*"))
-                 if p.is_file()]
+        pairs = [(p, f"{dst}/{p.relative_to(src).as_posix()}".lstrip("/")) for p in _local_files(src)]
     elif src.is_file():
         if not dst or args.dst.endswith("/") or _volume_isdir(client, dst):
             dst = f"{dst}/{src.name}".lstrip("/")

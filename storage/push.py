@@ -73,13 +73,13 @@ def scan(folder: Path) -> list[LocalFile]:
             if not p.is_file():
                 continue
             out.append(LocalFile((rel_dir / name).as_posix(), p, p.stat().st_size))
-    _warn_skipped(outside, "symlink", f"leading outside {folder}")
-    _warn_skipped(linked, "link", "to a directory (push does not follow them; push the directory itself, "
+    warn_skipped(outside, "symlink", f"leading outside {folder}")
+    warn_skipped(linked, "link", "to a directory (push does not follow them; push the directory itself, "
                   "or copy it in)")
     return out
 
 
-def _warn_skipped(items: list[str], noun: str, why: str) -> None:
+def warn_skipped(items: list[str], noun: str, why: str) -> None:
     """One warning line naming what scan() left out (the first ten, then how many more)."""
     if items:
         more = f" and {len(items) - 10} more" if len(items) > 10 else ""

@@ -570,6 +570,25 @@ def test_a_push_skips_symlinks_leading_out_of_the_folder(hub, alice, unique, tmp
     assert got == files | {"inside.txt": b"beta\n"}
 
 
+def test_cp_r_into_the_volume_names_the_links_to_directories_it_skips(hub, alice, unique, tmp_path):
+    one_backend(hub)
+    elsewhere = tmp_path / "disk" / "data"
+    make_tree(elsewhere, {"shard-0.bin": b"far away\n"})
+    src = tmp_path / "ckpt"
+    files = make_tree(src, {"model.pt": b"weights\n", "sub/opt.pt": b"state\n"})
+    (src / "sub" / "again.pt").symlink_to("../model.pt")  # a link to a file: copied, as cp -rL would
+    (src / "data").symlink_to(elsewhere, target_is_directory=True)  # a directory: not followed, named
+    env = client_env(hub, alice, tmp_path)
+
+    cp = ok(run(env, "cp", "-r", str(src), f"volume/links-{unique}"))
+    assert "warning: skipped 1 link to a directory (cp -r does not follow them; copy the directory " \
+           f"itself): data -> {elsewhere}" in cp.stderr
+    assert "copied 3 files" in cp.stderr
+    ok(run(env, "cp", "-r", f"volume/links-{unique}", str(tmp_path / "back")))
+    assert read_tree(tmp_path / "back") == files | {"sub/again.pt": b"weights\n"}
+    ok(run(env, "rm", "-r", f"volume/links-{unique}"))
+
+
 def test_a_missing_repo_names_the_other_type_the_caller_can_see(hub, alice, bob, unique, tmp_path):
     from huggingface_hub.errors import RepositoryNotFoundError
 
