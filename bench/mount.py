@@ -126,10 +126,14 @@ def pin(layout: str, hub) -> None:
     procs += [(p, ours) for p in [server, *server.children(recursive=True)]]
     for proc, where in procs:
         try:
-            for t in proc.threads():
+            threads = proc.threads()
+        except psutil.Error:
+            continue  # a process that ended meanwhile
+        for t in threads:
+            try:
                 os.sched_setaffinity(t.id, where)
-        except (psutil.Error, OSError):
-            pass  # a thread that ended meanwhile
+            except OSError:
+                pass  # a thread that ended meanwhile: the others are still placed
     os.sched_setaffinity(0, ours)
 
 

@@ -80,7 +80,8 @@ def scan(folder: Path) -> list[LocalFile]:
 
 
 def warn_skipped(items: list[str], noun: str, why: str) -> None:
-    """One warning line naming what scan() left out (the first ten, then how many more)."""
+    """One warning line naming what a walk of a local folder (push's scan(), `hub cp -r`) left out:
+    the first ten, then how many more."""
     if items:
         more = f" and {len(items) - 10} more" if len(items) > 10 else ""
         print(f"warning: skipped {plural(len(items), noun)} {why}: {', '.join(items[:10])}{more}", file=sys.stderr)
