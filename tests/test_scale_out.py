@@ -144,4 +144,9 @@ def test_the_compose_file_validates_and_wires_the_services():
     # Every setting the hub reads (hub.config's env helpers, in hub/settings.py) is documented there.
     read = set(re.findall(r'\benv(?:int|bool|size)?\("([A-Z][A-Z0-9_]+)"', (ROOT / "hub" / "settings.py").read_text()))
     assert len(read) > 30 and "HUB_PAGE_CACHE_SECONDS" in read
+    # ...and what the server side reads from the environment directly (the object store client is
+    # shared with the CLI, whose own settings are the README's).
+    for source in [*(ROOT / "hub").rglob("*.py"), ROOT / "storage" / "objectstore.py"]:
+        read |= set(re.findall(r'os\.environ\.get\("([A-Z][A-Z0-9_]+)"', source.read_text()))
+    assert "HUB_S3_ADDRESSING" in read
     assert not {v for v in read if not re.search(rf"\b{v}\b", documented)}, "settings missing from .env.example"
