@@ -147,6 +147,6 @@ def test_the_compose_file_validates_and_wires_the_services():
     # ...and what the server side reads from the environment directly (the object store client is
     # shared with the CLI, whose own settings are the README's).
     for source in [*(ROOT / "hub").rglob("*.py"), ROOT / "storage" / "objectstore.py"]:
-        read |= set(re.findall(r'os\.environ\.get\("([A-Z][A-Z0-9_]+)"', source.read_text()))
+        read |= set(re.findall(r'os\.(?:environ\.get\(|getenv\(|environ\[)"([A-Z][A-Z0-9_]+)"', source.read_text()))
     assert "HUB_S3_ADDRESSING" in read
     assert not {v for v in read if not re.search(rf"\b{v}\b", documented)}, "settings missing from .env.example"
