@@ -134,7 +134,7 @@ def test_the_compose_file_validates_and_wires_the_services():
         assert env_of["DATABASE_URL"].startswith("postgresql://") and "@postgres:5432/" in env_of["DATABASE_URL"]
         assert env_of["CELERY_BROKER_URL"].startswith("redis://redis:")
         assert env_of["AWS_ENDPOINT_URL"] == "http://minio:9000"
-    assert "healthcheck" in services["web"] and "healthcheck" in services["postgres"]
+    assert all("healthcheck" in services[name] for name in ("web", "worker", "postgres", "redis", "minio"))
     assert "hub_init" in " ".join(services["web"]["command"])  # migrations on start
     assert any("mc mb" in " ".join(map(str, s.get("command") or s.get("entrypoint") or []))
                for s in services.values()), "the bucket is created"
