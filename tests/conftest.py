@@ -95,6 +95,18 @@ class Hub:
             self._tokens[key] = self.token(username, read_only=read_only)
         return self._tokens[key]
 
+    def session(self, username: str, password: str = "correct horse battery") -> requests.Session:
+        """A requests session signed in to the web pages as `username` (given that password first),
+        with the CSRF cookie set: send `csrf_headers(session)` along with its forms' POSTs."""
+        self.manage("hub_password", username, "--password", password)
+        s = requests.Session()
+        s.get(f"{self.url}/accounts/login", timeout=30)
+        r = s.post(f"{self.url}/accounts/login", data={"username": username, "password": password,
+                                                        "csrfmiddlewaretoken": s.cookies["csrftoken"]},
+                   headers={"Referer": f"{self.url}/accounts/login"}, timeout=30, allow_redirects=False)
+        assert r.status_code == 302 and "sessionid" in s.cookies, (r.status_code, r.text[:300])
+        return s
+
     def api(self, token: str | None = None):
         from huggingface_hub import HfApi
 

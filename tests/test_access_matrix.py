@@ -39,6 +39,8 @@ class World:
             "read_only": hub.token(self.owner_name, read_only=True),
             "admin": hub.token(f"madmin{s}"),
         }
+        self.admin_name = f"madmin{s}"
+        self.sessions: dict[str, requests.Session] = {}
         hub.manage("shell", "-c", (
             "from django.contrib.auth import get_user_model; from hub.accounts import services as a; "
             "from hub.accounts.models import Namespace; U = get_user_model(); "
@@ -144,12 +146,28 @@ WEB = {
 
 
 def web_expectation(actor: str, resource: str) -> str | int:
-    if actor == "instance":
-        return 403  # an instance token is for the mount agent, not for pages
+    if actor in ("read_only", "revoked", "instance"):
+        return 403  # pages open to a signed-in session only: API tokens are refused there
     return read_expectation(actor, resource, download=False)
 
 
-def send(w: World, actor: str, method: str, path: str, body) -> requests.Response:
+SESSION_USERS = {"owner": "owner_name", "member": "member_name", "other": "other_name", "admin": "admin_name"}
+
+
+def web_session(w: World, actor: str) -> requests.Session:
+    """The actor signed in to the web pages (the person behind the token), or a plain session for the
+    others: anonymous sends nothing, the token actors send their token."""
+    if actor not in w.sessions:
+        w.sessions[actor] = (w.hub.session(getattr(w, SESSION_USERS[actor])) if actor in SESSION_USERS
+                             else requests.Session())
+    return w.sessions[actor]
+
+
+def send(w: World, actor: str, method: str, path: str, body, *, web: bool = False) -> requests.Response:
+    if web:
+        headers = {} if actor in SESSION_USERS else w.auth(actor)
+        return web_session(w, actor).request(method, w.hub.url + path, headers=headers, timeout=30,
+                                              allow_redirects=False)
     headers = w.auth(actor)
     if body == "commit":
         lines = [{"key": "header", "value": {"summary": "matrix"}},
@@ -171,11 +189,13 @@ CASES = ([(e, a, r, "read") for e in READS for a in ACTORS for r in RESOURCES]
 def test_repo_endpoints(world, endpoint, actor, resource, kind):
     table = {"read": READS, "download": DOWNLOADS, "write": WRITES, "web": WEB}[kind]
     method, path, body = table[endpoint](world, world.repos[resource])
-    resp = send(world, actor, method, path, body)
+    resp = send(world, actor, method, path, body, web=kind == "web")
     want = (write_expectation(actor, resource) if kind == "write"
             else web_expectation(actor, resource) if kind == "web"
             else read_expectation(actor, resource, download=kind == "download"))
     assert outcome(resp) == want, f"{method} {path} as {actor}: {resp.status_code} {resp.text[:300]}"
+    if kind == "web" and want == 403:
+        assert "sign in at /accounts/login" in resp.text
     if want == 404:  # private things look exactly like missing things
         assert "not found" in resp.text.lower()
     if want in (401, 403) and resource == "gated" and kind == "download" and actor != "revoked":

@@ -5,11 +5,41 @@ from django.http import HttpRequest
 from hub.errors import Forbidden, HubError, TooManyRequests, Unauthorized, error_response
 
 
-class TokenAuthMiddleware:
-    """`Authorization: Bearer <token>` → request.user and request.api_token (None for sessions).
+# Where API tokens are accepted: the native API (DRF views) and the Hugging Face protocol's views,
+# which hub/hfapi/urls.py marks with accepts_api_tokens. Everything else (web pages, the admin) opens
+# to a signed-in session only, so a token, read-only or stolen, can never reach a form that mints
+# tokens, changes a password or deletes files.
+def _web_only() -> Forbidden:
+    return Forbidden("API tokens open the API and the Hugging Face protocol routes, not the web pages or the "
+                     "admin: sign in at /accounts/login to use them (send no Authorization header)")
 
-    A token that is present but wrong is an error at once (401): silently treating the caller as
-    anonymous would turn "your token is wrong" into a misleading "repo not found"."""
+
+def accepts_api_tokens(view):
+    """Marks a (non-DRF) view as a door API tokens may open."""
+    view.accepts_api_tokens = True
+    return view
+
+
+def is_api_view(view) -> bool:
+    if getattr(view, "accepts_api_tokens", False):
+        return True
+    cls = getattr(view, "cls", None)  # DRF's as_view() keeps the class here
+    from rest_framework.views import APIView
+
+    return isinstance(cls, type) and issubclass(cls, APIView)
+
+
+class TokenAuthMiddleware:
+    """`Authorization: Bearer <token>` → request.user and request.api_token (None for sessions), on
+    API views only; a bearer token anywhere else is refused (403).
+
+    Runs in process_view, once the view is known, and before CsrfViewMiddleware's: a token request
+    to a web form gets this refusal, not a CSRF failure. A token that is present but wrong is an
+    error at once (401): silently treating the caller as anonymous would turn "your token is wrong"
+    into a misleading "repo not found". API views are exempt from Django's CSRF middleware (token
+    clients send no CSRF token); a state-changing request to one that a browser session
+    authenticates must pass the CSRF check here instead, so another site (or another port of this
+    host) cannot make a signed-in browser write."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -17,31 +47,55 @@ class TokenAuthMiddleware:
     def __call__(self, request: HttpRequest):
         request.api_token = None
         request.instance = None
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        if header[:7].lower() == "bearer ":
-            from hub.accounts.services import authenticate_token
-
-            try:
-                row = authenticate_token(header[7:].strip())
-            except HubError as failed:
-                if limit_failures(request):
-                    return error_response(TooManyRequests("too many requests with a wrong token from your "
-                                                          "address; wait a minute, then use a valid token"))
-                return error_response(failed)
-            request.api_token = row
-            request.user = row.user
-            if row.kind == row.INSTANCE:
-                from hub.instances import services as instances
-
-                request.instance = instances.instance_of(row)
-                if request.instance is None:
-                    return error_response(Unauthorized("this instance was revoked; its token no longer works"))
-                if not instances.scope_allows(request.path):
-                    return error_response(Forbidden(
-                        "an instance token can only read its mount spec, the repos attached to the instance "
-                        "and its owner's volume; use your own token for this"))
-            request._dont_enforce_csrf_checks = True
         return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view, args, kwargs):
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        bearer = header[:7].lower() == "bearer "
+        if not is_api_view(view):
+            return error_response(_web_only()) if bearer else None
+        if not bearer:
+            if request.method not in ("GET", "HEAD", "OPTIONS", "TRACE") and request.user.is_authenticated \
+                    and getattr(view, "accepts_api_tokens", False):  # (DRF's SessionAuthentication checks its own)
+                return _csrf_refusal(request)
+            return None
+        from hub.accounts.services import authenticate_token
+
+        try:
+            row = authenticate_token(header[7:].strip())
+        except HubError as failed:
+            if limit_failures(request):
+                return error_response(TooManyRequests("too many requests with a wrong token from your "
+                                                      "address; wait a minute, then use a valid token"))
+            return error_response(failed)
+        request.api_token = row
+        request.user = row.user
+        if row.kind == row.INSTANCE:
+            from hub.instances import services as instances
+
+            request.instance = instances.instance_of(row)
+            if request.instance is None:
+                return error_response(Unauthorized("this instance was revoked; its token no longer works"))
+            if not instances.scope_allows(request.path):
+                return error_response(Forbidden(
+                    "an instance token can only read its mount spec, the repos attached to the instance "
+                    "and its owner's volume; use your own token for this"))
+        return None
+
+
+def _csrf_refusal(request: HttpRequest):
+    """Django's CSRF check (Origin/Referer and token) for a session-authenticated write to a view
+    that is csrf_exempt for the sake of token clients: None when it passes, else a 403."""
+    from rest_framework.authentication import CSRFCheck  # (DRF's own: Django's check, answering the reason)
+
+    check = CSRFCheck(lambda req: None)
+    check.process_request(request)
+    reason = check.process_view(request, None, (), {})
+    if reason is None:
+        return None
+    return error_response(Forbidden(
+        f"CSRF check failed ({reason}): a request signed in by a browser session must come from this hub's "
+        "own pages with their CSRF token; scripts and clients send an API token (Authorization: Bearer …)"))
 
 
 def limit_failures(request: HttpRequest) -> bool:

@@ -2,6 +2,7 @@
 because WSGI servers decode %2F before Django sees the path."""
 from django.urls import re_path
 
+from hub.accounts.middleware import accepts_api_tokens
 from hub.hfapi import views
 
 NAME = r"(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*?)"
@@ -37,3 +38,7 @@ urlpatterns = [
     re_path(r"^lfs/objects/(?P<token>[^/]+)$", views.lfs_object),
     re_path(r"^api/(?P<path>(?s:.*))$", views.not_found),  # (?s): a newline in the path must not escape
 ]
+
+# The protocol's routes, every one: API tokens open them (web pages and the admin take sessions only).
+for _route in urlpatterns:
+    accepts_api_tokens(_route.callback)

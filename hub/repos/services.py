@@ -141,6 +141,10 @@ def do_accept_gate(actor: Actor, repo: Repo) -> bool:
     """The caller accepts the repo's conditions. Returns True if this is new."""
     if actor.user is None:
         raise Unauthorized("log in (pass a token) to accept a repo's conditions")
+    if actor.instance_id is not None or not actor.can_write:
+        # Accepting is a change made in the person's name: not for a read-only or an instance token.
+        raise Forbidden("this token cannot accept a repo's conditions (it is read-only or an instance's); "
+                        "accept them on the repo's page, or with a write token")
     if not repo.gated:
         raise BadRequest(f"{repo.repo_id} is not gated: there is nothing to accept")
     _, created = GateAcceptance.objects.get_or_create(repo=repo, user=actor.user)
