@@ -28,12 +28,24 @@ def path_problem(path: str) -> str | None:
         return f"file path is longer than {MAX_PATH} bytes"
     if unicodedata.normalize("NFC", path) != path:
         return f"file path {path!r} is not in Unicode NFC form"
-    parts = path.split("/")
-    for part in parts:
+    for part in path.split("/"):
         if part in ("", ".", ".."):
             return f"file path {path!r} has an empty, '.' or '..' component"
         if len(part.encode()) > MAX_COMPONENT:
             return f"a component of {path!r} is longer than {MAX_COMPONENT} bytes"
-    if parts[0] == ".git":
-        return "paths under .git/ are not allowed"
+        # What the name becomes where it lands: NFKC folding (a file system or a tool may apply it)
+        # turns '‥' and '．．' into '..', and '／' into '/'.
+        folded = unicodedata.normalize("NFKC", part)
+        if folded != part and (folded in (".", "..") or ".." in folded or "/" in folded or "\\" in folded):
+            return f"file path {path!r} has a component that reads as '..' or holds a '/' once normalized (NFKC)"
+        if _is_dot_git(folded):
+            return (f"file path {path!r} has a .git component: a downloaded folder holding it would be "
+                    "a git work tree with the uploader's configuration")
     return None
+
+
+def _is_dot_git(name: str) -> bool:
+    """'.git' in any case, and the names that are '.git' on Windows and macOS file systems
+    (trailing dots and spaces dropped, the NTFS short name GIT~1), as git itself refuses them."""
+    name = name.casefold()
+    return name.rstrip(". ") == ".git" or name == "git~1"

@@ -1,7 +1,9 @@
-"""Hostile paths, every entry point at once: commits (HF protocol), the manifest, volume writes,
-mkdir and moves, and instance mount paths refuse traversal, absolute paths, NUL and control
-characters, backslashes, overlong names, non-NFC and invisible or direction-changing unicode — with
-400 and a sentence, and nothing stored. (Reads of such paths are simply not found.)"""
+"""Hostile paths, every entry point at once: commits (HF protocol: inline and LFS files, deletes of
+files and folders), the manifest, volume writes, upload sessions, mkdir and moves, and instance
+mount paths refuse traversal, absolute paths, NUL and control characters, backslashes, overlong
+names, non-NFC and invisible or direction-changing unicode, .git as any component in any case, and
+names that read as '..' or hold a '/' once NFKC-normalized — with 400 and a sentence, and nothing
+stored. (Reads of such paths are simply not found.)"""
 from __future__ import annotations
 
 import base64
@@ -28,7 +30,18 @@ HOSTILE = {
     "rtl-override": "invoice\u202efdp.exe",
     "zero-width": "rea\u200bdme.md",
     "git": ".git/config",
+    # .git as any component, in any case, and as Windows and macOS file systems spell it
+    "git-upper": ".GIT/config",
+    "git-nested": "a/.git/config",
+    "git-mixed-case-last": "a/.Git",
+    "git-trailing-dot": "sub/.git./hooks/post-checkout",
+    "git-ntfs-short-name": "GIT~1/config",
+    # names that read as '..' or hold a '/' once NFKC-normalized
+    "nfkc-two-dot-leader": "\u2025/x.txt",
+    "nfkc-fullwidth-dots": "\uff0e\uff0e/x.txt",
+    "nfkc-fullwidth-slash": "a\uff0f..\uff0fb.txt",
 }
+SHA = "ab" * 32
 
 
 @pytest.fixture
@@ -38,9 +51,13 @@ def repo(hub, alice, unique) -> str:  # noqa: F811
     return repo_id
 
 
-def commit(hub, token, repo_id, path):
-    lines = [{"key": "header", "value": {"summary": "hostile"}},
-             {"key": "file", "value": {"path": path, "encoding": "base64", "content": base64.b64encode(b"x").decode()}}]
+def commit(hub, token, repo_id, path, kind="file"):
+    op = {"file": {"key": "file", "value": {"path": path, "encoding": "base64",
+                                            "content": base64.b64encode(b"x").decode()}},
+          "lfs": {"key": "lfsFile", "value": {"path": path, "algo": "sha256", "oid": SHA, "size": 5}},
+          "delete": {"key": "deletedFile", "value": {"path": path}},
+          "delete folder": {"key": "deletedFolder", "value": {"path": path}}}[kind]
+    lines = [{"key": "header", "value": {"summary": "hostile"}}, op]
     return requests.post(f"{hub.url}/api/models/{repo_id}/commit/main", data="\n".join(json.dumps(x) for x in lines),
                          headers=auth(token) | {"Content-Type": "application/x-ndjson"}, timeout=30)
 
@@ -50,6 +67,11 @@ def test_hostile_paths_are_refused_everywhere_they_enter(hub, alice, repo, name)
     path = HOSTILE[name]
     calls = {
         "commit": commit(hub, alice, repo, path),
+        "lfs commit": commit(hub, alice, repo, path, "lfs"),
+        "delete": commit(hub, alice, repo, path, "delete"),
+        "folder delete": commit(hub, alice, repo, path, "delete folder"),
+        "volume upload session": requests.post(f"{hub.url}/api/volume/uploads", json={"path": path, "size": 10},
+                                               headers=auth(alice), timeout=30),
         "manifest": requests.get(f"{hub.url}/api/v1/repos/model/{repo}/manifest", params={"path": path},
                                  headers=auth(alice), timeout=30),
         "volume write": requests.put(f"{hub.url}/api/volume/files/{quote(path, safe='/')}", data=b"x",

@@ -55,9 +55,14 @@ class TokenAuthMiddleware:
         if not is_api_view(view):
             return error_response(_web_only()) if bearer else None
         if not bearer:
-            if request.method not in ("GET", "HEAD", "OPTIONS", "TRACE") and request.user.is_authenticated \
-                    and getattr(view, "accepts_api_tokens", False):  # (DRF's SessionAuthentication checks its own)
-                return _csrf_refusal(request)
+            if not getattr(view, "accepts_api_tokens", False):
+                return None  # DRF: its SessionAuthentication runs the CSRF check for sessions
+            if request.method not in ("GET", "HEAD", "OPTIONS", "TRACE") and request.user.is_authenticated:
+                refusal = _csrf_refusal(request)
+                if refusal is not None:
+                    return refusal
+            # Checked (or no credentials to forge): the protocol's answer, not Django's CSRF page.
+            request._dont_enforce_csrf_checks = True
             return None
         from hub.accounts.services import authenticate_token
 
@@ -70,6 +75,7 @@ class TokenAuthMiddleware:
             return error_response(failed)
         request.api_token = row
         request.user = row.user
+        request._dont_enforce_csrf_checks = True  # a token is no ambient credential: nothing to forge
         if row.kind == row.INSTANCE:
             from hub.instances import services as instances
 
