@@ -146,6 +146,10 @@ HUB_MULTIPART_CHUNK = envsize("HUB_MULTIPART_CHUNK", "64MiB")
 # An upload completion (assembling and verifying the parts) whose worker has been silent this long
 # died: its session reopens so that the client's retry completes it from the parts already sent.
 HUB_UPLOAD_STALE = envint("HUB_UPLOAD_STALE", 60)
+# Quota reserved by a running request or task lapses this long after its holder stops renewing it
+# (killed, its machine gone); uploaded LFS bytes keep theirs this long for the commit to come.
+HUB_RESERVATION_LEASE = envint("HUB_RESERVATION_LEASE", 120)
+HUB_COMMIT_WINDOW = envint("HUB_COMMIT_WINDOW", 3600)
 HUB_DEFAULT_QUOTA = envsize("HUB_DEFAULT_QUOTA", "50GB")
 HUB_PUBLIC_URL = env("HUB_PUBLIC_URL")  # client-facing base URL when behind a proxy that hides it
 

@@ -185,6 +185,36 @@ def assert_rows_point_at_stored_bytes(hub: Hub, stored: dict[str, int]) -> int:
     return checked
 
 
+# Every account's quota as its owner sees it (quotas.report, what GET /api/quota answers) beside a
+# recount from the references and reservations themselves.
+QUOTAS = """
+import json
+from hub.accounts.models import Namespace
+from hub.quotas import services as q
+rows = []
+for ns in Namespace.objects.all():
+    seen = q.report(ns)
+    rows.append([ns.name, seen.used, seen.reserved, *q.recount(ns)])
+print(json.dumps(rows))
+"""
+
+
+def assert_quota_settled(hub: Hub, timeout: float = 30) -> None:
+    """Once the dust settles after a fault, nothing stays reserved (a failed request gave back what
+    it held at once, a dead one's lease lapsed) and every account's usage equals a recount from what
+    its repos and volume reference."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = json.loads(hub.manage("shell", "-c", QUOTAS).stdout.strip().splitlines()[-1])
+        held = {name: reserved for name, _, reserved, _, _ in rows if reserved}
+        if not held or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert not held, f"still reserved after {timeout} s: {held}"
+    for name, used, reserved, truth_used, truth_reserved in rows:
+        assert (used, reserved) == (truth_used, truth_reserved), (name, used, reserved, truth_used, truth_reserved)
+
+
 # --- 1. the object store goes down ---------------------------------------------------------------------
 
 @pytest.fixture
@@ -221,7 +251,7 @@ def _store_calls(hub: Hub, token: str, repo: str, n: int) -> dict[str, requests.
     """One request of each kind that needs the object store: the HF API's downloads (a small file
     and an LFS one), commit and LFS upload; the native API's volume read, write and upload session,
     and the manifest `hub pull` downloads from."""
-    big = random.randbytes(12 * MIB)
+    big = random.Random(n).randbytes(12 * MIB)  # (the same bytes for the same n: see lfs_bytes)
     sha = hashlib.sha256(big).hexdigest()
     h = auth(token)
     return {
@@ -287,6 +317,9 @@ def test_store_down_answers_503_with_retry_after_writes_nothing_half_and_recover
             assert "object store" in r.json()["error"], what
         r = requests.post(complete, headers=auth(token), json={}, timeout=60)
         assert r.status_code == 503 and r.headers["Retry-After"], r.text
+        # The refused batch, commit, volume write and upload session gave back what they reserved at
+        # once: only the open session whose completion waits holds any.
+        assert requests.get(f"{hub.url}/api/quota", headers=auth(token), timeout=30).json()["reserved"] == len(pending)
         # What needs only the database still works.
         assert requests.get(f"{hub.url}/api/models/{repo}/tree/main", headers=auth(token), timeout=30).ok
         assert requests.get(f"{hub.url}/api/volume/ls", headers=auth(token), timeout=30).ok
@@ -319,6 +352,12 @@ def test_store_down_answers_503_with_retry_after_writes_nothing_half_and_recover
     out = api.hf_hub_download(repo, "new-2.txt", cache_dir=str(hub.data_dir / "hf-cache"))
     assert Path(out).read_bytes().startswith(b"new file 2 ")
     assert_rows_point_at_stored_bytes(hub, bucket_objects(s3, hub.bucket))
+    # The second round started two uploads, which hold their reservations while they can complete:
+    # the client ends one and finishes the other (the LFS object it announced, committed).
+    requests.delete(f"{hub.url}/api/volume/uploads/{up['volume upload'].json()['id']}", headers=auth(token),
+                    timeout=30).raise_for_status()
+    api.upload_file(path_or_fileobj=random.Random(2).randbytes(12 * MIB), path_in_repo="big.bin", repo_id=repo)
+    assert_quota_settled(hub)
 
 
 def test_store_lost_while_an_upload_is_verified_keeps_its_bytes_for_the_retry(store_proxy_hub, rgw_env):
@@ -345,6 +384,7 @@ def test_store_lost_while_an_upload_is_verified_keeps_its_bytes_for_the_retry(st
     assert_rows_point_at_stored_bytes(hub, stored)
     assert sum(1 for size in stored.values() if size == len(data)) == 1, stored  # one copy, no leftover
     assert r.json()["sha256"] == hashlib.sha256(data).hexdigest() and r.json()["size"] == len(data)
+    assert_quota_settled(hub)
 
 
 def test_a_store_that_refuses_to_assemble_the_parts_ends_the_upload_cleanly(store_proxy_hub, rgw_env):
@@ -378,6 +418,7 @@ def test_a_store_that_refuses_to_assemble_the_parts_ends_the_upload_cleanly(stor
     assert s3.list_multipart_uploads(Bucket=hub.bucket).get("Uploads", []) == []
     assert len(data) not in bucket_objects(s3, hub.bucket).values()
     assert requests.get(f"{hub.url}/api/quota", headers=h, timeout=30).json()["reserved"] == 0
+    assert_quota_settled(hub)
 
 
 def test_an_lfs_completion_under_way_is_not_reported_done_before_its_bytes_are_in(store_proxy_hub):
@@ -416,6 +457,14 @@ def test_an_lfs_completion_under_way_is_not_reported_done_before_its_bytes_are_i
     assert answer["r"].status_code == 200, answer["r"].text
     third = complete()
     assert third.status_code == 200 and third.json()["oid"] == oid, third.text
+    # Its reservation waits for the commit (HUB_COMMIT_WINDOW); the commit converts it.
+    assert requests.get(f"{hub.url}/api/quota", headers=auth(token), timeout=30).json()["reserved"] == len(data)
+    lines = [{"key": "header", "value": {"summary": "held"}},
+             {"key": "lfsFile", "value": {"path": "held.bin", "algo": "sha256", "oid": oid, "size": len(data)}}]
+    r = requests.post(f"{hub.url}/api/models/{repo}/commit/main", data="\n".join(json.dumps(x) for x in lines),
+                      headers=auth(token) | {"Content-Type": "application/x-ndjson"}, timeout=60)
+    assert r.ok, r.text
+    assert_quota_settled(hub)
 
 
 @pytest.mark.parametrize("kind", ["lfs", "volume"])
@@ -493,6 +542,7 @@ def test_an_upload_whose_completing_server_is_killed_reopens_and_the_retry_compl
         assert json.loads(done.data)["sha256"] == oid
         got = requests.get(f"{hub.url}/api/volume/files/run/ckpt-7.pt", headers=h, timeout=60)
     assert got.status_code == 200 and got.content == data
+    assert_quota_settled(hub)
 
 
 @pytest.fixture
@@ -539,6 +589,7 @@ def test_a_full_object_store_keeps_an_uploads_parts_and_the_retry_completes_it(s
     assert r.json()["sha256"] == hashlib.sha256(data).hexdigest()
     assert requests.get(f"{hub.url}/api/volume/files/run/ckpt.bin", headers=h, timeout=60).content == data
     assert not any((hub.objects / ".uploads").iterdir()), "the parts were not freed"
+    assert_quota_settled(hub)
 
 
 def _wait_for(check, timeout: float):
@@ -604,6 +655,7 @@ def test_store_down_the_mount_answers_eio_in_bounded_time_keeps_the_old_file_and
                             timeout=60).content == b"after the outage\n"
     finally:
         mounts.cleanup()
+    assert_quota_settled(hub)  # (the writes the outage refused held reservations)
 
 
 # --- 2. PostgreSQL restarts under traffic ----------------------------------------------------------------
@@ -642,7 +694,9 @@ def pg_hub(tmp_path_factory):
     with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{db}"')
     data = tmp_path_factory.mktemp("pg-restart")
-    hub = Hub("pg-restart", base_env() | {"HUB_DATA_DIR": str(data), "DATABASE_URL": f"{PG_ADMIN_URL}/{db}"}, data)
+    # A write the restart cuts off cannot give its reservation back (no database): it lapses this soon.
+    hub = Hub("pg-restart", base_env() | {"HUB_DATA_DIR": str(data), "DATABASE_URL": f"{PG_ADMIN_URL}/{db}",
+                                          "HUB_RESERVATION_LEASE": "5"}, data)
     try:
         hub.start(data / "server.log")
         yield hub
@@ -717,6 +771,7 @@ def test_postgres_restart_mid_traffic_gives_503s_then_the_hub_serves_again_witho
                 for c, r in after if r is None or not r.ok]
     assert not failures, failures
     unavailable = sum(1 for c, r in during if r.status_code == 503)
+    assert_quota_settled(hub)  # (volume writes cut off by the restart held reservations)
     print(f"\npg restart: {len(before)} requests before, {len(during)} during ({unavailable} answered 503), "
           f"{len(after)} after, all 2xx")
 
@@ -789,7 +844,9 @@ def crash_hub(tmp_path_factory, rgw_env):
         conn.execute(f'CREATE DATABASE "{db}"')
     data = tmp_path_factory.mktemp("crash")
     env = base_env() | rgw_env | {"HUB_DATA_DIR": str(data), "DATABASE_URL": f"{PG_ADMIN_URL}/{db}",
-                                  "HUB_STORAGE_URL": f"s3://{bucket}"}
+                                  "HUB_STORAGE_URL": f"s3://{bucket}",
+                                  # the in-flight commit's reservation lapses this soon after its process died
+                                  "HUB_RESERVATION_LEASE": "4"}
     hub = Hub("crash", env, data)
     hub.bucket = bucket
     try:
@@ -862,6 +919,7 @@ def test_kill_9_during_commits_leaves_the_old_or_the_new_revision_never_a_broken
             r = session.get(f"{hub.url}/alice/crash/resolve/{head}/{path}", headers=auth(token), timeout=60)
             assert r.status_code == 200 and r.content == data, path
         assert_rows_point_at_stored_bytes(hub, bucket_objects(s3, hub.bucket))
+        assert_quota_settled(hub)
         outcomes.append("new" if head_i == acked[-1] + 1 else "old")
         next_i = head_i + 1
 

@@ -162,3 +162,46 @@ def test_it_does_not_charge_bytes_the_account_already_holds(hub, carol):
     hub.api(token).upload_file(path_or_fileobj=io.BytesIO(data), path_in_repo="w.bin", repo_id=f"{name}/two")
     # Same bytes in a second repo of the same account (and the same .gitattributes): nothing more.
     assert quota(hub, token)["used"] == used
+
+
+RECOUNT = """
+from hub.accounts.models import Namespace
+from hub.quotas import services as q
+ns = Namespace.objects.get(name={name!r})
+print(ns.used_bytes, *q.recount(ns))
+"""
+
+
+@pytest.mark.parametrize("size", [1000, 10 * MB + 1], ids=["inline", "lfs"])
+def test_commits_that_fail_give_their_reservations_back_at_once(hub, unique, size, monkeypatch):
+    """Twelve workers upload a file each into one branch at once (as a distributed job's workers
+    do): whatever becomes of each commit, once every call has returned nothing stays reserved and
+    the usage is the recount of what the repo references. (Before, each commit that lost the race
+    for the branch kept its LFS reservation for a day.)"""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    name = f"dave{unique}"
+    token = hub.manage("hub_token", name, "--quota", "1GB").stdout.strip().splitlines()[-1]
+    repo = f"{name}/parallel"
+    api = hub.api(token)
+    api.create_repo(repo)
+
+    def upload(i: int) -> str:
+        try:
+            api.upload_file(path_or_fileobj=os.urandom(size), path_in_repo=f"w-{i}.bin", repo_id=repo)
+            return "ok"
+        except HfHubHTTPError as err:
+            assert err.response.status_code in (409, 412), err
+            return str(err.response.status_code)
+
+    with ThreadPoolExecutor(12) as pool:
+        outcomes = list(pool.map(upload, range(12)))
+    assert "ok" in outcomes, outcomes
+    q = quota(hub, token)
+    assert q["reserved"] == 0, (outcomes, q)
+    used, truth, truth_reserved = map(int, hub.manage("shell", "-c", RECOUNT.format(name=name)).stdout.split()[-3:])
+    assert (used, truth_reserved) == (truth, 0)
+    assert q["used"] == used
+    files = {f.path for f in api.list_repo_tree(repo)} - {".gitattributes"}
+    assert len(files) == outcomes.count("ok")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from hub.catalog import services
 from hub.catalog.models import CatalogEntry
+from hub.quotas import services as quotas
 from hub.repos import blobs, trees
 from hub.repos import services as repos
 from hub.repos.models import Ref, Repo
@@ -369,8 +370,8 @@ def do_publish(sample: Sample, bot) -> str:
     outcome = "unchanged"
     if changed:
         ops = repos.CommitOps(user=bot)
-        ops.reserve_inline(repo.namespace, list(changed.values()))
-        try:
+        with quotas.Hold() as hold:
+            ops.reserve_inline(hold, repo.namespace, list(changed.values()))
             for path, data in sorted(changed.items()):
                 if _lfs(path):
                     ops.add_file(path, blobs.ingest_bytes(data, bot), lfs=True)
@@ -378,9 +379,6 @@ def do_publish(sample: Sample, bot) -> str:
                     ops.add_inline(path, data)
             repos.do_commit(actor, repo, repo.default_branch, ops, title=f"Generate {len(changed)} sample files",
                             message="Made offline by hub/catalog/samples.py at seed time.")
-        except BaseException:
-            ops.release()
-            raise
         outcome = f"committed {len(changed)} files"
     if not Ref.objects.filter(repo=repo, kind=Ref.TAG, name=TAG).exists():
         repos.do_create_tag(actor, repo, TAG, None, message="the sample as first generated")

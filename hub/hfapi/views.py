@@ -10,10 +10,12 @@ import binascii
 import fnmatch
 import itertools
 import json
+from datetime import timedelta
 
 from django.conf import settings
 from django.core import signing
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
@@ -503,7 +505,7 @@ def _sign(payload: dict) -> str:
     return signing.dumps(payload, salt="hub.lfs", compress=True)
 
 
-def _unsign(token: str, max_age: int) -> dict:
+def _unsign(token: str, max_age: int | timedelta) -> dict:
     try:
         return signing.loads(token, salt="hub.lfs", max_age=max_age)
     except signing.SignatureExpired:
@@ -527,9 +529,6 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
     objects = data.get("objects")
     if not isinstance(objects, list) or len(objects) > 1000:
         raise BadRequest("'objects' must be a list of at most 1000 objects")
-    store = blobs.object_store()
-    base = base_url(request)
-    lfs_base = f"{base}/{'datasets/' if repo.type == Repo.DATASET else ''}{repo.repo_id}.git/info/lfs"
     out = []
     valid: dict[str, int] = {}
     for obj in objects:
@@ -547,10 +546,25 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
     stored = {oid: blobs.stored_blob(oid) for oid in valid}
     if operation == "upload":  # a commit will reference these without uploading: GC's grace starts now
         blobs.touch([oid for oid, b in stored.items() if b is not None and oid in referable])
-    if operation == "upload":
-        # Quota before bytes: everything this batch may upload is reserved at once, or nothing is.
-        need = {oid: size for oid, size in valid.items() if stored[oid] is None or oid not in referable}
-        quota_services.reserve_many(repo.namespace, need, user=request.user, purpose=f"lfs {repo.repo_id}")
+    with quota_services.Hold() as hold:
+        if operation == "upload":
+            # Quota before bytes: everything this batch may upload is reserved at once, or nothing is.
+            need = {oid: size for oid, size in valid.items() if stored[oid] is None or oid not in referable}
+            hold.reserve_many(repo.namespace, need, user=request.user, purpose=f"lfs {repo.repo_id}")
+        out = _batch_objects(request, repo, operation, valid, stored, referable, out)
+        # Handed on to the uploads the answer starts: they can complete it while their URLs live (a
+        # failed batch releases it at once).
+        sessions = [o for o in out if "header" in o.get("actions", {}).get("upload", {})]
+        hold.keep_until(timezone.now() + (blobs.LFS_SESSION_TTL if sessions
+                                          else timedelta(seconds=settings.HUB_PRESIGN_SECONDS)))
+    return JsonResponse({"transfer": "basic", "objects": out, "hash_algo": "sha256"}, content_type=LFS_JSON)
+
+
+def _batch_objects(request: HttpRequest, repo: Repo, operation: str, valid: dict[str, int], stored: dict,
+                   referable: set[str], out: list[dict]) -> list[dict]:
+    store = blobs.object_store()
+    base = base_url(request)
+    lfs_base = f"{base}/{'datasets/' if repo.type == Repo.DATASET else ''}{repo.repo_id}.git/info/lfs"
     for oid, size in valid.items():
         item = {"oid": oid, "size": size}
         blob = stored[oid]
@@ -574,7 +588,7 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
             # after which its part URLs are dead.
             if store.local_path(blobs.blob_key(oid)) is not None and (
                     size < blobs.MIN_PART * 2 or size <= settings.HUB_MULTIPART_CHUNK):
-                url = f"{base}/lfs/upload/{_sign({'o': oid, 'z': size, 'u': request.user.pk})}"
+                url = f"{base}/lfs/upload/{_sign({'o': oid, 'z': size, 'u': request.user.pk, 'n': repo.namespace_id})}"
                 item["actions"] = {"upload": {"href": url}, "verify": verify}
             else:
                 session = blobs.open_session(sha256=oid, size=size, repo=repo, user=request.user)
@@ -582,13 +596,13 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
                 header = {"chunk_size": str(session.part_size), "upload_id": str(session.id)}
                 for n in range(1, session.part_count + 1):
                     header[str(n)] = (store.presign_part(session.key, session.store_upload_id, n,
-                                                         expires=86400)
+                                                         expires=int(blobs.LFS_SESSION_TTL.total_seconds()))
                                       or f"{base}/lfs/part/{_sign({'s': str(session.id), 'n': n})}")
                 item["actions"] = {"upload": {"href": f"{base}/lfs/complete/{_sign({'s': str(session.id)})}",
                                               "header": header},
                                    "verify": verify}
         out.append(item)
-    return JsonResponse({"transfer": "basic", "objects": out, "hash_algo": "sha256"}, content_type=LFS_JSON)
+    return out
 
 
 @csrf_exempt
@@ -620,13 +634,15 @@ def lfs_upload(request: HttpRequest, token: str) -> HttpResponse:
 
     user = get_user_model().objects.filter(pk=claims.get("u")).first()
     blobs.ingest_stream_verified(request, claims["o"], claims["z"], user)
+    if claims.get("n"):
+        quota_services.await_commit(claims["n"], claims["o"])
     return HttpResponse(status=200)
 
 
 @csrf_exempt
 @require_http_methods(["PUT"])
 def lfs_part(request: HttpRequest, token: str) -> HttpResponse:
-    claims = _unsign(token, max_age=86400)
+    claims = _unsign(token, max_age=blobs.LFS_SESSION_TTL)
     session = blobs.access_session(claims["s"])
     etag = blobs.store_part(session, claims["n"], request, _content_length(request))
     resp = HttpResponse(status=200)
@@ -637,7 +653,7 @@ def lfs_part(request: HttpRequest, token: str) -> HttpResponse:
 @csrf_exempt
 @require_http_methods(["POST"])
 def lfs_complete(request: HttpRequest, token: str) -> JsonResponse:
-    claims = _unsign(token, max_age=86400)
+    claims = _unsign(token, max_age=blobs.LFS_SESSION_TTL)
     session = UploadSession.objects.filter(pk=claims["s"]).first()
     if session is not None:
         session = blobs.revive(session)  # (a completion whose worker died: open again)
@@ -653,6 +669,8 @@ def lfs_complete(request: HttpRequest, token: str) -> JsonResponse:
     parts = [(int(p.get("partNumber", 0)), str(p.get("etag", ""))) for p in data.get("parts", [])
              if isinstance(p, dict)]
     blob = blobs.complete_session(session, parts)
+    if session.repo_id is not None:
+        quota_services.await_commit(session.repo.namespace_id, blob.sha256)
     return JsonResponse({"oid": blob.sha256, "size": blob.size}, content_type=LFS_JSON)
 
 
@@ -739,7 +757,13 @@ def commit(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> J
         elif key == "lfsFile":
             blobs.check_sha256(value.get("oid"))
     cops = services.CommitOps(user=actor.user)
-    cops.reserve_inline(repo.namespace, list(decoded.values()))  # quota first, then bytes
+    with quota_services.Hold() as hold:
+        cops.reserve_inline(hold, repo.namespace, list(decoded.values()))  # quota first, then bytes
+        return _commit(request, repo, rev, actor, header, ops, decoded, cops)
+
+
+def _commit(request: HttpRequest, repo: Repo, rev: str, actor: Actor, header: dict, ops: list, decoded: dict,
+            cops: services.CommitOps) -> JsonResponse:
     try:
         for i, (key, value) in enumerate(ops):
             path = value["path"]
@@ -759,7 +783,8 @@ def commit(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> J
                                  message=str(header.get("description") or ""),
                                  parent_commit=header.get("parentCommit"))
     except BaseException:
-        cops.release()
+        # What was reserved for the uploaded files it names goes back too: nothing completes it now.
+        quota_services.release_blobs(repo.namespace, cops.uploaded_blobs())
         raise
     return JsonResponse({"commitUrl": f"{repo_url(request, repo)}/commit/{new.oid}", "commitOid": new.oid,
                          "pullRequestUrl": None})

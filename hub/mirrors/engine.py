@@ -251,6 +251,7 @@ class JobRun:
                     if not self._save_progress():
                         self.lost.set()
                         self.stop.set()
+                    quotas.renew(list(self.job.reservation_ids or []))
                 except (OperationalError, InterfaceError) as err:
                     log.warning("mirror #%s: heartbeat failed: %s", self.job.pk, err)
         finally:
@@ -333,10 +334,12 @@ class JobRun:
             if r.sha256:
                 known[r.sha256] = r.size
         unknown = sum(r.size for r in rows if not r.sha256 and r.state != MirrorFile.DONE)
-        made = quotas.reserve_many(ns, known, user=self.actor.user, purpose="mirror")
+        # Held while this run lives: the heartbeat renews their lease, so a killed worker's lapse.
+        made = quotas.reserve_many(ns, known, user=self.actor.user, purpose="mirror", ttl=quotas.lease())
         try:
             if unknown:
-                self.bulk_reservation = quotas.reserve(ns, unknown, user=self.actor.user, purpose="mirror")
+                self.bulk_reservation = quotas.reserve(ns, unknown, user=self.actor.user, purpose="mirror",
+                                                       ttl=quotas.lease())
                 made.append(self.bulk_reservation)
         except BaseException:
             for r in made:

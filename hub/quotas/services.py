@@ -5,14 +5,33 @@ reference. Every change of those references, and every reservation, happens insi
 that first locks the account's Namespace row (`lock()`): on PostgreSQL that is a row lock, on
 SQLite the whole database is written by one transaction at a time. So the check "used + reserved +
 needed ≤ limit" and the update that follows cannot interleave with another upload of the account.
+
+A reservation lives only while something can still complete it — the rule, in one place:
+
+* **Held by a running request or task** (a commit's inline files, a volume PUT, an LFS batch before it
+  hands its objects on, a mirror job): `Hold`. Its lease (`expires`) is HUB_RESERVATION_LEASE seconds,
+  renewed by a heartbeat while the holder runs; when the holder ends, whatever it did not convert is
+  released at once, whatever the outcome. A holder that dies (kill -9, a lost machine) stops renewing,
+  and its reservations lapse within the lease.
+* **Held by an upload session** (LFS multipart, volume uploads): until the session ends — completed
+  (converted, or handed on as below), aborted or expired (released). The client can resume it.
+* **Bytes uploaded, awaiting their commit** (LFS objects: the client commits once every upload is
+  done): HUB_COMMIT_WINDOW seconds from the upload's end (`await_commit`); a commit naming them
+  converts them, a commit naming them that fails releases them (`release_blobs`).
+
+Lapsed reservations are released by the periodic sweep (`expire_reservations`) and, so that the
+figures are right without one (the embedded default runs no beat), by every reservation, charge and
+report of the account, under its lock.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import timedelta
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 
@@ -21,7 +40,14 @@ from hub.config import format_size
 from hub.errors import PayloadTooLarge
 from hub.quotas.models import Plan, Reservation
 
-RESERVATION_TTL = timedelta(days=1)
+log = logging.getLogger("hub.quotas")
+
+RESERVATION_TTL = timedelta(days=1)  # reservations that an upload session holds (it outlives them)
+
+
+def lease() -> timedelta:
+    """How long a reservation of a running request or task lives without its heartbeat."""
+    return timedelta(seconds=settings.HUB_RESERVATION_LEASE)
 
 
 class QuotaExceeded(PayloadTooLarge):
@@ -41,6 +67,20 @@ def lock(ns: Namespace | int) -> Namespace:
     """The namespace row, locked until the end of the current transaction (which must be open)."""
     pk = ns.pk if isinstance(ns, Namespace) else ns
     return Namespace.objects.select_for_update(of=("self",)).select_related("plan").get(pk=pk)
+
+
+def _lapse(ns: Namespace) -> None:
+    """Call after lock(ns): releases the account's reservations whose holder is gone (expired)."""
+    lapsed = list(Reservation.objects.filter(namespace=ns, expires__lt=timezone.now()).values_list("pk", "size"))
+    if not lapsed:
+        return
+    gone = Reservation.objects.filter(pk__in=[pk for pk, _ in lapsed]).delete()[0]
+    freed = sum(size for _, size in lapsed) if gone == len(lapsed) else None
+    if freed is None:  # (cannot happen under the lock; recount rather than guess)
+        freed = ns.reserved_bytes - (Reservation.objects.filter(namespace=ns).aggregate(s=Sum("size"))["s"] or 0)
+    Namespace.objects.filter(pk=ns.pk).update(reserved_bytes=F("reserved_bytes") - freed)
+    ns.reserved_bytes -= freed
+    log.info("quota of %s: %d lapsed reservation(s) released (%d bytes)", ns.name, len(lapsed), freed)
 
 
 def _exceeded(ns: Namespace, limit: int, need: int) -> QuotaExceeded:
@@ -75,12 +115,14 @@ def reserve(ns: Namespace, size: int, *, user=None, sha256: str = "", purpose: s
         raise ValueError("negative size")
     with transaction.atomic():
         ns = lock(ns)
+        _lapse(ns)
         if sha256:
             if sha256 in referenced(ns, [sha256]):
                 return None
             existing = Reservation.objects.filter(namespace=ns, sha256=sha256).first()
             if existing is not None:
-                Reservation.objects.filter(pk=existing.pk).update(expires=timezone.now() + ttl)
+                until = timezone.now() + ttl
+                Reservation.objects.filter(pk=existing.pk, expires__lt=until).update(expires=until)
                 return existing
         limit = limit_of(ns)
         if ns.used_bytes + ns.reserved_bytes + size > limit:
@@ -106,6 +148,7 @@ def charge(ns: Namespace, new_refs: dict[str, int], *, reservations=()) -> Names
     blobs in `new_refs` ({sha256: size}) that the account does not reference yet to its usage,
     converting the given reservations and any reservations of these very blobs. Raises
     QuotaExceeded if the bytes not covered by a reservation do not fit."""
+    _lapse(ns)
     # Re-read under the lock: a reservation released meanwhile (expiry) must not be freed twice.
     res = {r.pk: r for r in Reservation.objects.filter(pk__in=[r.pk for r in reservations], namespace=ns)}
     if new_refs:
@@ -138,30 +181,124 @@ def uncharge(ns: Namespace, candidates: dict[str, int]) -> int:
     return freed
 
 
-def reconcile(ns: Namespace) -> tuple[int, int]:
-    """Recomputes used and reserved from the truth (references and live reservations) and corrects
-    drift. Returns (used, reserved)."""
+def recount(ns: Namespace) -> tuple[int, int]:
+    """(used, reserved) from the truth: the distinct blobs the account's repos and volume reference,
+    and its reservations."""
     from hub.repos.models import Blob
 
+    repo_blobs = Blob.objects.filter(repo_refs__repo__namespace=ns).values("sha256")
+    vol_blobs = Blob.objects.filter(volume_entries__volume__namespace=ns).values("sha256")
+    used = Blob.objects.filter(sha256__in=repo_blobs).aggregate(s=Sum("size"))["s"] or 0
+    # a blob in a repo and in the volume counts once
+    only_vol = Blob.objects.filter(sha256__in=vol_blobs).exclude(sha256__in=repo_blobs)
+    used += only_vol.aggregate(s=Sum("size"))["s"] or 0
+    reserved = Reservation.objects.filter(namespace=ns).aggregate(s=Sum("size"))["s"] or 0
+    return used, reserved
+
+
+def reconcile(ns: Namespace) -> tuple[int, int]:
+    """Recomputes used and reserved from the truth (recount) and corrects drift. Returns them."""
     with transaction.atomic():
         ns = lock(ns)
-        repo_blobs = Blob.objects.filter(repo_refs__repo__namespace=ns).values("sha256")
-        vol_blobs = Blob.objects.filter(volume_entries__volume__namespace=ns).values("sha256")
-        used = Blob.objects.filter(sha256__in=repo_blobs).aggregate(s=Sum("size"))["s"] or 0
-        # a blob in a repo and in the volume counts once
-        only_vol = Blob.objects.filter(sha256__in=vol_blobs).exclude(sha256__in=repo_blobs)
-        used += only_vol.aggregate(s=Sum("size"))["s"] or 0
-        reserved = Reservation.objects.filter(namespace=ns).aggregate(s=Sum("size"))["s"] or 0
+        used, reserved = recount(ns)
         Namespace.objects.filter(pk=ns.pk).update(used_bytes=used, reserved_bytes=reserved)
     return used, reserved
 
 
 def expire_reservations() -> int:
+    """Releases reservations whose holder is gone (the periodic sweep). Returns how many."""
     n = 0
     for r in Reservation.objects.filter(expires__lt=timezone.now())[:1000]:
         release(r)
         n += 1
     return n
+
+
+def renew(pks: list[int], until: datetime | None = None) -> None:
+    """Extends these reservations to `until` (default: a lease from now); never shortens one."""
+    until = until or timezone.now() + lease()
+    if pks:
+        Reservation.objects.filter(pk__in=pks, expires__lt=until).update(expires=until)
+
+
+def await_commit(ns: Namespace | int, sha256: str) -> None:
+    """The upload of these bytes ended: their reservation waits HUB_COMMIT_WINDOW for the commit."""
+    until = timezone.now() + timedelta(seconds=settings.HUB_COMMIT_WINDOW)
+    Reservation.objects.filter(namespace=ns, sha256=sha256).update(expires=until)
+
+
+def release_blobs(ns: Namespace | int, sha256s) -> None:
+    """A commit naming these uploaded blobs failed: what was reserved for them is given back (a
+    retried commit is charged again, and checked against the limit then)."""
+    for r in Reservation.objects.filter(namespace=ns, sha256__in=list(sha256s)):
+        release(r)
+
+
+@dataclass
+class Hold:
+    """Reservations a running request or task holds (see the module's rule). Use as a context:
+
+        with quotas.Hold() as hold:
+            hold.reserve_many(ns, {sha: size}, user=user, purpose="commit")
+            ...  # the work; a commit converts them (charge)
+        # left the block: released whatever happened, unless handed on with keep_until()
+
+    A heartbeat thread renews the leases every third of HUB_RESERVATION_LEASE while the block runs."""
+
+    reservations: list[Reservation] = field(default_factory=list)
+    _until: datetime | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def reserve(self, ns: Namespace, size: int, *, user=None, purpose: str = "") -> Reservation:
+        """`size` bytes not tied to a blob (a stream whose hash is not known yet)."""
+        r = reserve(ns, size, user=user, purpose=purpose, ttl=lease())
+        self._add([r])
+        return r
+
+    def reserve_many(self, ns: Namespace, items: dict[str, int], **kw) -> list[Reservation]:
+        made = reserve_many(ns, items, ttl=lease(), **kw)
+        self._add(made)
+        return made
+
+    def keep_until(self, until: datetime) -> None:
+        """Hands what is still held on (to an upload session, to the commit to come) until `until`."""
+        self._until = until
+
+    def _add(self, made: list[Reservation]) -> None:
+        self.reservations += made
+        if made and self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name="quota-hold", daemon=True)
+            self._thread.start()
+
+    def __enter__(self) -> Hold:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if not self.reservations:
+            return
+        if self._until is not None and exc_type is None:
+            renew([r.pk for r in self.reservations], self._until)
+            return
+        for r in self.reservations:  # (those converted are gone already: release skips them)
+            try:
+                release(r)
+            except DatabaseError as err:  # the database is away: the lease lapses on its own
+                log.warning("reservation %s not released now (%s); it lapses within the lease", r.pk, err)
+        self.reservations = []
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(max(0.2, settings.HUB_RESERVATION_LEASE / 3)):
+                try:
+                    renew([r.pk for r in self.reservations])
+                except DatabaseError as err:  # the next beat tries again
+                    log.warning("could not renew reservations: %s", err)
+        finally:
+            connections.close_all()  # (this thread's own connections)
 
 
 @dataclass
@@ -186,6 +323,9 @@ def report(ns: Namespace, top: int = 10) -> QuotaReport:
     from hub.repos.models import Blob, Repo
     from hub.volumes.models import VolumeEntry
 
+    if Reservation.objects.filter(namespace=ns, expires__lt=timezone.now()).exists():
+        with transaction.atomic():
+            _lapse(lock(ns))
     ns = Namespace.objects.select_related("plan").get(pk=ns.pk)
     repos = (Repo.objects.filter(namespace=ns).annotate(bytes=Sum("blob_refs__blob__size"))
              .order_by(F("bytes").desc(nulls_last=True))[:top])
@@ -224,6 +364,7 @@ def reserve_many(ns: Namespace, items: dict[str, int], *, user=None, purpose: st
     (earlier ones of the same blobs are only extended)."""
     with transaction.atomic():
         ns = lock(ns)
+        _lapse(ns)
         already = referenced(ns, items)
         existing = {r.sha256: r for r in Reservation.objects.filter(namespace=ns, sha256__in=list(items))}
         new = {sha: size for sha, size in items.items() if sha not in already and sha not in existing}
@@ -232,8 +373,9 @@ def reserve_many(ns: Namespace, items: dict[str, int], *, user=None, purpose: st
         if need and ns.used_bytes + ns.reserved_bytes + need > limit:
             raise _exceeded(ns, limit, need)
         expires = timezone.now() + ttl
-        if existing:
-            Reservation.objects.filter(pk__in=[r.pk for r in existing.values()]).update(expires=expires)
+        if existing:  # (extended, never shortened: another holder's may outlive this one)
+            Reservation.objects.filter(pk__in=[r.pk for r in existing.values()], expires__lt=expires).update(
+                expires=expires)
         created = Reservation.objects.bulk_create(
             [Reservation(namespace=ns, user=user, sha256=sha, size=size, purpose=purpose, expires=expires)
              for sha, size in new.items()])

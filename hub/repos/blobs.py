@@ -30,6 +30,7 @@ SHA256_LEN = 64
 MIN_PART = 5 * 2**20  # S3's smallest part but the last
 MAX_PARTS = 10_000
 MAX_BLOB_SIZE = 5 * 2**40  # S3's largest object
+LFS_SESSION_TTL = timedelta(days=1)  # an LFS multipart session (and its part URLs) lives this long
 
 
 @functools.cache
@@ -297,7 +298,7 @@ def open_session(*, sha256: str, size: int, repo=None, user=None) -> UploadSessi
         upload_id = object_store().create_multipart(key)
         return UploadSession.objects.create(id=session_id, repo=repo, user=user, sha256=sha256, size=size,
                                             part_size=part_size_for(size), store_upload_id=upload_id, key=key,
-                                            expires=timezone.now() + timedelta(days=1))
+                                            expires=timezone.now() + LFS_SESSION_TTL)
 
 
 def access_session(session_id: str) -> UploadSession:

@@ -308,15 +308,15 @@ class CommitOps:
         self.puts.append((path, trees.Entry(path.rsplit("/", 1)[-1], trees.FILE, blob.size, blob.sha256, oid, lfs)))
         self.blobs.add(blob.sha256)
 
-    def reserve_inline(self, namespace: Namespace, contents: list[bytes]) -> None:
-        """Reserves quota for inline file contents before their bytes are stored."""
+    def reserve_inline(self, hold: quotas.Hold, namespace: Namespace, contents: list[bytes]) -> None:
+        """Reserves quota for inline file contents before their bytes are stored, under the
+        caller's hold (released when it ends, unless the commit converted them)."""
         sizes = {hashlib.sha256(c).hexdigest(): len(c) for c in contents}
-        self.reservations += quotas.reserve_many(namespace, sizes, user=self.user, purpose="commit")
+        self.reservations += hold.reserve_many(namespace, sizes, user=self.user, purpose="commit")
 
-    def release(self) -> None:
-        for r in self.reservations:
-            quotas.release(r)
-        self.reservations = []
+    def uploaded_blobs(self) -> set[str]:
+        """The blobs of this commit that were uploaded before it (LFS objects), not sent inline."""
+        return {e.ref for _, e in self.puts if e.lfs}
 
     def add_inline(self, path: str, data: bytes) -> None:
         check_path(path)

@@ -13,7 +13,6 @@ short transaction, points the entry at the new blob.
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from typing import BinaryIO
 
 from django.db import transaction
@@ -31,7 +30,6 @@ from hub.volumes.models import Volume, VolumeEntry
 PAGE = 100
 MAX_PAGE = 1000
 MAX_PUT = 5 * 2**30  # larger files go through upload sessions
-WRITE_TTL = timedelta(hours=6)  # a reservation held by a single PUT outlives any sane request
 _CHUNK = 500  # rows per IN (...) list
 
 
@@ -363,13 +361,9 @@ def do_write(volume: Volume, path: str, stream: BinaryIO, size: int, *, user, if
                          "(POST /api/volume/uploads)")
     check_parents(volume, path)
     check_preconditions(resolve(volume, path), path, if_match=if_match, if_none_match=if_none_match)
-    reservation = quotas.reserve(volume.namespace, size, user=user, purpose=f"volume write {path}"[:100],
-                                 ttl=WRITE_TTL)
-    try:
+    with quotas.Hold() as hold:  # (held while the bytes flow; released if anything fails)
+        reservation = hold.reserve(volume.namespace, size, user=user, purpose=f"volume write {path}"[:100])
         blob = store_stream(stream, size, user=user, sha256=sha256)
         return do_install(volume, path, blob, reservation=reservation, if_match=if_match,
                           if_none_match=if_none_match)
-    except BaseException:
-        quotas.release(reservation)
-        raise
 
