@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import timedelta
 
 from storage.progress import format_size  # noqa: F401 - one way to write a size, shared with the client
 
@@ -20,6 +21,20 @@ def parse_size(text: str) -> int:
     if not m or m.group(2).upper() not in _UNITS:
         raise ConfigError(f"not a size: {text!r} (use e.g. 50GB, 500MiB or a number of bytes)")
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """'30d' -> 30 days; also 45s, 90m, 12h, 2w: a whole number and one unit (m is minutes)."""
+    m = re.fullmatch(r"\s*([0-9]+)\s*([smhdw])\s*", str(text))
+    if not m:
+        raise ConfigError(f"not a duration: {text!r} (use a whole number and a unit, e.g. 30d, 12h, 2w, 90m or 45s)")
+    try:
+        return timedelta(seconds=int(m.group(1)) * _DURATION_UNITS[m.group(2)])
+    except OverflowError:
+        raise ConfigError(f"not a duration: {text!r} (far longer than a calendar goes)") from None
 
 
 def env(name: str, default: str | None = None) -> str | None:

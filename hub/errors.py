@@ -35,6 +35,13 @@ class Unauthorized(HubError):
     status, code = 401, "Unauthorized"
 
 
+class TokenExpired(Unauthorized):
+    """A token that was good but is past its expiry: a code of its own, so that a client can say
+    "make a new one" rather than "check the token"."""
+
+    status, code = 401, "TokenExpired"
+
+
 class Forbidden(HubError):
     status, code = 403, "Forbidden"
 

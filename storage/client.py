@@ -412,7 +412,7 @@ class HubClient:
             if self.token:
                 source = self.settings.token_source
                 return AuthError(f"the hub at {self.endpoint} rejected your token (from {_SOURCES.get(source, source)})"
-                                 f"{': ' + message if message else ''}; {self._token_hint()}",
+                                 f"{': ' + message if message else ''}{self._token_hint(code)}",
                                  code=code or "Unauthorized", status=status)
             if code == "GatedRepo":  # a token alone would not do: the message says what else is needed
                 return AuthError(f"{message} (no token was sent: set HUB_TOKEN or run `hub login`)", code=code,
@@ -426,15 +426,22 @@ class HubClient:
             return TransportError(f"the hub failed ({status}): {message}", code=code or "ServerError", status=status)
         return _BY_STATUS.get(status, HubClientError)(message, code=code or f"HTTP{status}", status=status)
 
-    def _token_hint(self) -> str:
-        """What to do about a token the hub rejected, given where it came from."""
+    def _token_hint(self, code: str) -> str:
+        """What to do about a token the hub rejected, given where it came from ("; ..."). An expired
+        one's message already says where to make a new one: what is left is where to put it."""
         source = self.settings.token_source
+        if code == "TokenExpired":
+            if source in ("HUB_TOKEN", "HF_TOKEN"):
+                return f"; then set {source} to the new token, or unset it to use the one `hub login` saved"
+            if source == "hub login":
+                return "; then run `hub login` again with the new token"
+            return ""
         create = f"create one at {self.endpoint}/settings/tokens"
         if source in ("HUB_TOKEN", "HF_TOKEN"):
-            return f"set {source} to a valid token ({create}), or unset it to use the one `hub login` saved"
+            return f"; set {source} to a valid token ({create}), or unset it to use the one `hub login` saved"
         if source == "hub login":
-            return f"run `hub login` again with a valid token ({create})"
-        return f"check the token ({create})"
+            return f"; run `hub login` again with a valid token ({create})"
+        return f"; check the token ({create})"
 
     def json(self, method: str, path: str, *, params: dict | list | None = None, data: Any = None,
              headers: dict | None = None, retry: RetryPolicy = RETRY, ok: Iterable[int] = ()) -> Any:

@@ -781,3 +781,47 @@ def test_models_ns_name_leads_to_the_model_page(site, page) -> None:
     assert "n_embd" in page.locator(".file-view pre").inner_text()
     assert page.goto(f"{site.url}/models").status == 200 and total(page) >= 50  # the list is still the list
     assert page.goto(f"{site.url}/models/nobody/nothing").status == 404
+
+
+def test_tokens_show_their_expiry_and_a_refused_form_keeps_the_one_picked(site, page, unique) -> None:
+    import time
+
+    # Both backends: whether an expired token's name is free again is a query with a time in it.
+    alice = f"alice-{unique}"
+    site.manage("hub_token", alice, "--name", "ci-run", "--expires", "1s")
+    dead_after = time.time() + 1.5
+    site.manage("hub_token", alice, "--name", "forever")
+    sign_in(page, site, alice)
+    time.sleep(max(0.0, dead_after - time.time()))
+    page.goto(f"{site.url}/settings/tokens")
+    assert page.locator("#token-expires").input_value() == "30d"  # the form's default
+    page.fill("#token-name", "laptop")
+    page.select_option("#token-expires", "7d")
+    page.click("#create-token button")
+    assert page.locator("#new-token").count() == 1
+
+    def expires(name: str) -> str:  # of the first row of that name: the live one, when there are two
+        return page.locator(f"#tokens tr[data-name='{name}'] td.expires").first.inner_text().replace("\xa0", " ")
+
+    assert expires("laptop") == "in 7 days"
+    assert expires("forever") == "never"
+    assert re.fullmatch(r"expired (just now|\d+ minutes? ago)", expires("ci-run")), expires("ci-run")
+    expired = page.locator("#tokens tr[data-name='ci-run']")
+    assert expired.get_attribute("class") == "expired" and expired.locator("button").count() == 0
+    assert page.locator("#tokens tr[data-name]").evaluate_all("rows => rows.map(r => r.dataset.name)") == [
+        "laptop", "forever", "ci-run"]  # the live ones first, newest first
+    shot(page, site, "tokens-expiry")
+
+    page.fill("#token-name", "laptop")
+    page.select_option("#token-expires", "90d")
+    page.click("#create-token button")
+    assert "already have a token named “laptop”" in page.locator(".messages li.error").inner_text()
+    assert page.locator("#token-expires").input_value() == "90d"
+    page.fill("#token-name", "ci-run")  # an expired token's name is free again
+    page.select_option("#token-expires", "never")
+    page.click("#create-token button")
+    assert page.locator("#new-token").count() == 1
+    assert expires("ci-run") == "never"
+    assert page.locator("#tokens tr[data-name]").evaluate_all("rows => rows.map(r => r.dataset.name)") == [
+        "ci-run", "laptop", "forever", "ci-run"]
+    assert page.locator("#token-expires").input_value() == "30d"

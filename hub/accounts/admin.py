@@ -48,7 +48,9 @@ class NamespaceAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("prefix", "user", "name", "read_only", "created", "last_used", "revoked_at")
-    list_filter = ("read_only",)
+    list_display = ("prefix", "user", "name", "kind", "read_only", "created", "last_used", "expires", "revoked_at")
+    list_filter = ("kind", "read_only")
     search_fields = ("user__username", "prefix", "name")
-    readonly_fields = ("prefix", "digest", "created", "last_used")
+    # The expiry is set when the token is made (hub.accounts.services.token_expiry checks it); to end
+    # a token sooner, revoke it.
+    readonly_fields = ("prefix", "digest", "created", "last_used", "expires")

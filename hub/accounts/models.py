@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Namespace(models.Model):
@@ -51,6 +52,13 @@ class ApiToken(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires = models.DateTimeField(null=True, blank=True,
+                                   help_text="after this the token no longer works; empty: it never expires "
+                                             "(user tokens only: an instance token lives as long as its instance)")
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user}, {'read' if self.read_only else 'write'})"
+
+    @property
+    def expired(self) -> bool:
+        return self.expires is not None and self.expires <= timezone.now()

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from hub.accounts.models import ApiToken, Membership, Namespace
-from hub.errors import BadRequest, Conflict, Unauthorized
+from hub.errors import BadRequest, Conflict, TokenExpired, Unauthorized
 from hub.repos.validation import check_name
 
 TOKEN_PREFIX = "hub_"
@@ -44,41 +45,70 @@ def do_create_org(name: str, owner: User) -> Namespace:
     return ns
 
 
-def do_create_token(user: User, *, name: str = "token", read_only: bool = False, kind: str = ApiToken.USER) -> str:
-    """Creates a token and returns it; this is the only time the token text exists."""
+def do_create_token(user: User, *, name: str = "token", read_only: bool = False, kind: str = ApiToken.USER,
+                    expires: datetime | None = None) -> str:
+    """Creates a token and returns it; this is the only time the token text exists. `expires` comes
+    from token_expiry (checked), and only for user tokens: an instance's lives as long as the instance."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(30)
     ApiToken.objects.create(user=user, name=name, prefix=token[:10], digest=hash_token(token),
-                            read_only=read_only, kind=kind)
+                            read_only=read_only, kind=kind, expires=expires)
     return token
 
 
 TOKEN_NAME_MAX = 100
+# The longest the tokens page offers; a token that must live on beyond it is made without an expiry.
+TOKEN_LIFETIME_MAX = timedelta(days=365)
 
 
-def check_create_token(user: User, *, name: str, read_only: bool = False) -> str:
+def token_expiry(lifetime: timedelta | None) -> datetime | None:
+    """When a user token made now with this lifetime expires (None: never); its errors are sentences
+    for the tokens page and `manage.py hub_token`."""
+    if lifetime is None:
+        return None
+    if lifetime <= timedelta(0):
+        raise BadRequest("A token's expiry must be in the future: give a lifetime of more than zero, e.g. 30d")
+    if lifetime > TOKEN_LIFETIME_MAX:
+        raise BadRequest(f"A token expires at most {TOKEN_LIFETIME_MAX.days} days after it is made "
+                         "(or never: give no expiry)")
+    return timezone.now() + lifetime
+
+
+def utc(when: datetime) -> str:
+    """A token's expiry as messages and pages say it: '2026-12-03 18:00 UTC'."""
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def check_create_token(user: User, *, name: str, read_only: bool = False, lifetime: timedelta | None = None) -> str:
     """A token a person names (on the tokens page): the name must be given and differ from those of
-    their live tokens, so the list tells them apart when one is to be revoked. Its errors are sentences
-    for the page's form. Creations for one user
-    run one at a time (the user row is locked), so two at once cannot both take a name."""
+    their live tokens (neither revoked nor expired), so the list tells them apart when one is to be
+    revoked; it expires after `lifetime` (None: never). Its errors are sentences for the page's form.
+    Creations for one user run one at a time (the user row is locked), so two at once cannot both
+    take a name."""
     name = (name or "").strip()
     if not name:
         raise BadRequest("Give the token a name, e.g. laptop or training-job")
     if len(name) > TOKEN_NAME_MAX:
         raise BadRequest(f"A token name has at most {TOKEN_NAME_MAX} characters")
+    expires = token_expiry(lifetime)
     with transaction.atomic():
         User.objects.select_for_update().only("pk").get(pk=user.pk)
-        if ApiToken.objects.filter(user=user, kind=ApiToken.USER, revoked_at=None, name__iexact=name).exists():
+        live = Q(expires=None) | Q(expires__gt=timezone.now())
+        if ApiToken.objects.filter(live, user=user, kind=ApiToken.USER, revoked_at=None, name__iexact=name).exists():
             raise Conflict(f"You already have a token named “{name}”: pick another name, or revoke that one first")
-        return do_create_token(user, name=name, read_only=read_only)
+        return do_create_token(user, name=name, read_only=read_only, expires=expires)
 
 
 def authenticate_token(token: str) -> ApiToken:
-    """The live token row for this token text, or Unauthorized."""
+    """The live token row for this token text, or Unauthorized (TokenExpired past its expiry). One
+    query (and a write at most once a minute)."""
     row = (ApiToken.objects.select_related("user").filter(digest=hash_token(token), revoked_at=None).first()
            if token.startswith(TOKEN_PREFIX) else None)
     if row is None or not row.user.is_active:
         raise Unauthorized("Invalid credentials in Authorization header")
     now = timezone.now()
+    if row.expires is not None and row.expires <= now:
+        raise TokenExpired(f"this token expired on {utc(row.expires)}; create a new one at /settings/tokens "
+                           "(or with `manage.py hub_token`)")
     # Record use at most once a minute: a write per request would serialise every read on SQLite.
     if row.last_used is None or now - row.last_used > timedelta(minutes=1):
         ApiToken.objects.filter(pk=row.pk).update(last_used=now)
@@ -101,11 +131,13 @@ def do_add_member(org: Namespace, user: User, role: str = Membership.WRITE) -> M
 
 
 def tokens_of(user: User) -> list[ApiToken]:
-    """The user's own API tokens (not those of their instances), newest first, revoked ones too."""
+    """The user's own API tokens (not those of their instances), newest first, then the revoked and
+    the expired ones."""
     from django.db.models import F
 
-    return list(ApiToken.objects.filter(user=user, kind=ApiToken.USER)
-                .order_by(F("revoked_at").asc(nulls_first=True), "-created"))
+    rows = (ApiToken.objects.filter(user=user, kind=ApiToken.USER)
+            .order_by(F("revoked_at").asc(nulls_first=True), "-created"))
+    return sorted(rows, key=lambda t: t.revoked_at is not None or t.expired)  # stable: the order above within each
 
 
 def access_token(user: User, token_id) -> ApiToken:

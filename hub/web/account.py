@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from datetime import timedelta
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -17,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from hub.accounts import services as accounts
 from hub.accounts.middleware import limit_failures, limit_token_creation
 from hub.catalog import services as catalog
-from hub.config import format_size
+from hub.config import format_size, parse_duration
 from hub.errors import BadRequest, Conflict, InvalidPath, PreconditionFailed, RepoNotFound, TooManyRequests
 from hub.hfapi.views import base_url
 from hub.instances import services as instances
@@ -200,6 +201,20 @@ def _back_to_tokens(request: HttpRequest, *args, **kwargs) -> str:
     return "/settings/tokens"
 
 
+# The tokens page's expiry choices, spelled as `manage.py hub_token --expires` takes them. The form
+# starts at 30 days: a token pasted into a notebook and forgotten stops working on its own.
+TOKEN_LIFETIMES = [("never", "No expiry"), ("7d", "7 days"), ("30d", "30 days"), ("90d", "90 days"),
+                   ("365d", "1 year")]
+DEFAULT_LIFETIME = "30d"
+
+
+def _lifetime(request: HttpRequest) -> timedelta | None:
+    value = request.POST.get("expires", DEFAULT_LIFETIME)
+    if value not in dict(TOKEN_LIFETIMES):
+        raise BadRequest("Choose when the token expires from the list")
+    return None if value == "never" else parse_duration(value)
+
+
 @login_required
 @form_action(_back_to_tokens)
 def tokens(request: HttpRequest) -> HttpResponse:
@@ -207,13 +222,14 @@ def tokens(request: HttpRequest) -> HttpResponse:
         limit_token_creation(request, request.user)
         name = (request.POST.get("name") or "").strip()
         read_only = request.POST.get("role") != "write"
-        token = accounts.check_create_token(request.user, name=name, read_only=read_only)
+        token = accounts.check_create_token(request.user, name=name, read_only=read_only, lifetime=_lifetime(request))
         # Shown once, on the page this redirects to; only its hash is kept after that.
         request.session["new_token"] = {"name": name, "token": token, "read_only": read_only}
         return redirect("/settings/tokens")
     return render(request, "web/account/tokens.html", {
         "section": "tokens", "tokens": accounts.tokens_of(request.user),
-        "new_token": request.session.pop("new_token", None)})
+        "new_token": request.session.pop("new_token", None),
+        "lifetimes": TOKEN_LIFETIMES, "default_lifetime": DEFAULT_LIFETIME})
 
 
 @login_required

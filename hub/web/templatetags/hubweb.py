@@ -48,6 +48,22 @@ def ago(when) -> str:
     return "just now"
 
 
+_UNTIL_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60))
+
+
+@register.filter
+def until(when) -> str:
+    """'in 30 days', 'in 5 hours', 'in 1 minute': the time left before `when` in days, hours or
+    minutes (the largest that fits: an expiry is picked in days), rounded to the nearest, so a token
+    made for 30 days says 30 the moment it is made; under a minute 'in under a minute'."""
+    seconds = (when - timezone.now()).total_seconds()
+    for unit, length in _UNTIL_UNITS:
+        if seconds >= length:
+            n = int(seconds / length + 0.5)
+            return f"in\xa0{n}\xa0{unit}{'' if n == 1 else 's'}"
+    return "in under a minute"
+
+
 @register.filter
 def language(code: str) -> str:
     return language_name(code)
