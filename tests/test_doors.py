@@ -5,8 +5,8 @@
   or reach a form.
 * Every state-changing route of the hub (every URL pattern, checked against the server's own URL
   configuration, plus every admin page of every registered model) is sent a superuser's read-only
-  token, an instance token and a revoked token: the database and the object store are byte-for-byte
-  what they were before.
+  token, an instance token, a revoked and an expired token: the database and the object store are
+  byte-for-byte what they were before.
 * A browser session cannot be used cross-site: the protocol's write routes are exempt from Django's
   CSRF middleware for the sake of token clients, so a session-authenticated write to them must pass
   the CSRF check (Origin, token) itself; token requests stay CSRF-free.
@@ -116,7 +116,9 @@ class World:
             f"revoke_token(ApiToken.objects.get(digest=hash_token('{self.revoked}'))); "
             f"print(ApiToken.objects.get(digest=hash_token('{self.root_token}')).pk)")).stdout
         self.root_token_id = out.strip().splitlines()[-1]
-        self.tokens = {"read_only": self.read_only, "instance": self.instance_token, "revoked": self.revoked}
+        self.expired = hub.manage("hub_token", self.root, "--expires", "1s").stdout.strip().splitlines()[-1]
+        self.tokens = {"read_only": self.read_only, "instance": self.instance_token, "revoked": self.revoked,
+                       "expired": self.expired}
 
     def state(self) -> dict:
         return json.loads(self.hub.manage("shell", "-c", STATE).stdout.strip().splitlines()[-1])
@@ -283,8 +285,8 @@ def test_every_route_of_the_hub_is_in_the_table(routes):
     assert len(found["admin"]) >= 10  # every registered model gets its add/change/delete/action pages tried
 
 
-@pytest.mark.parametrize("actor", ["read_only", "instance", "revoked"])
-def test_no_route_changes_anything_for_a_read_only_instance_or_revoked_token(world, routes, actor):
+@pytest.mark.parametrize("actor", ["read_only", "instance", "revoked", "expired"])
+def test_no_route_changes_anything_for_a_read_only_instance_revoked_or_expired_token(world, routes, actor):
     reqs, found = routes
     token = world.tokens[actor]
     root_pk = world.hub.manage("shell", "-c", (
@@ -302,7 +304,7 @@ def test_no_route_changes_anything_for_a_read_only_instance_or_revoked_token(wor
         r = s.request(method, world.hub.url + path, headers=headers, timeout=60, allow_redirects=False, **kwargs)
         if not is_api(path):
             ok = r.status_code == 403 and "sign in at /accounts/login" in r.text
-        elif actor == "revoked":
+        elif actor in ("revoked", "expired"):
             ok = r.status_code == 401
         else:
             ok = r.status_code in (403, 404, 405) or (r.ok and method == "POST" and (
