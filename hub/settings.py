@@ -70,8 +70,23 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "hub.errors.HubErrorMiddleware",
 ]
+
+# Content-Security-Policy on every response (django-csp): scripts only from the hub's own files (no
+# inline script, no eval, no javascript: URLs), no plugins, never framed. Inline style attributes
+# stay allowed; README cards may show images from https sites.
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'", "'unsafe-inline'"],
+    "img-src": ["'self'", "data:", "https:"],
+    "object-src": ["'none'"],
+    "base-uri": ["'self'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}}
 
 ROOT_URLCONF = "hub.urls"
 WSGI_APPLICATION = "hub.wsgi.application"
