@@ -22,5 +22,5 @@ cat <<MSG
   (files of 10 MB or more upload through plain LFS: set HF_HUB_DISABLE_XET=1)
 
 MSG
-exec .venv/bin/gunicorn hub.wsgi --bind "127.0.0.1:$PORT" --worker-class gthread --workers 2 --threads 8 \
-    --timeout 300 --keep-alive 30 --access-logfile -
+# Worker model and the access log (capability URLs redacted) come from hub/gunicorn_config.py.
+exec .venv/bin/gunicorn hub.wsgi -c python:hub.gunicorn_config --bind "127.0.0.1:$PORT" --workers 2
