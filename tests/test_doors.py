@@ -283,6 +283,7 @@ def test_every_route_of_the_hub_is_in_the_table(routes):
     tried = set(found["matched"].values())
     assert not set(found["all"]) - tried, f"routes no request here tries: {sorted(set(found['all']) - tried)}"
     assert len(found["admin"]) >= 10  # every registered model gets its add/change/delete/action pages tried
+    print(f"\n{len(found['all'])} routes, all tried; {len(found['admin'])} admin models")
 
 
 @pytest.mark.parametrize("actor", ["read_only", "instance", "revoked", "expired"])
@@ -316,6 +317,8 @@ def test_no_route_changes_anything_for_a_read_only_instance_revoked_or_expired_t
     assert not changed, f"{actor}: these changed: {changed}"
     assert not wrong, f"{actor}: unexpected answers:\n" + "\n".join(wrong)
     assert len(todo) > 100
+    print(f"\n{actor}: {len(todo)} requests ({len(reqs)} to the hub's routes, the rest to the admin's pages), "
+          f"nothing changed")
 
 
 def test_web_pages_and_the_admin_refuse_even_a_superusers_write_token(world):
