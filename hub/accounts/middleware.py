@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.http import HttpRequest
+from rest_framework.views import APIView
 
 from hub.errors import Forbidden, HubError, TooManyRequests, Unauthorized, error_response
 
@@ -24,8 +25,6 @@ def is_api_view(view) -> bool:
     if getattr(view, "accepts_api_tokens", False):
         return True
     cls = getattr(view, "cls", None)  # DRF's as_view() keeps the class here
-    from rest_framework.views import APIView
-
     return isinstance(cls, type) and issubclass(cls, APIView)
 
 
