@@ -364,12 +364,19 @@ def test_it_writes_nodes_again_after_a_rolled_back_commit():
 
 def test_it_refuses_to_delete_a_missing_file():
     root = build({"a/b.txt": file_entry("a/b.txt")})
-    for path in ["a/c.txt", "nope/b.txt", "a"]:
+    for path in ["a/c.txt", "nope/b.txt"]:
         with pytest.raises(EntryNotFound) as err:
             commit(root, [(DELETE, path, None)])
         assert "A file with this name doesn't exist" in err.value.message
     with pytest.raises(EntryNotFound):
         commit(root, [(DELETE_TREE, "a/missing", None)])
+
+
+def test_deleting_a_folder_by_its_name_deletes_all_of_it():
+    """As upstream: CommitOperationDelete("a") of a folder sends a file deletion of "a"."""
+    root = build({"a/b.txt": file_entry("a/b.txt"), "a/c/d.txt": file_entry("a/c/d.txt"), "ab": file_entry("ab")})
+    new, _ = commit(root, [(DELETE, "a", None)])
+    assert [p for p, _ in trees.walk(NodeStore(), new)] == ["ab"]
 
 
 def test_it_refuses_to_write_inside_a_file():

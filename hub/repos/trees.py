@@ -406,7 +406,9 @@ def _apply(store: NodeStore, entries: dict[str, list], name: str, change: tuple,
             raise Conflict(f"cannot write file {path!r}: a directory with that name exists")
         entries[name] = payload.to_json()
     elif op == DELETE:
-        if current is None or current[1] != FILE:
+        # A folder named without its trailing '/' goes too, as upstream does: huggingface_hub's
+        # CommitOperationDelete("sub") sends a file deletion when it cannot tell "sub" is a folder.
+        if current is None:
             raise EntryNotFound(f"A file with this name doesn't exist: {path!r}")
         del entries[name]
     elif op == DELETE_TREE:
