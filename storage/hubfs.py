@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from glob import has_magic
 from pathlib import Path
 
@@ -267,6 +268,14 @@ class HubFileSystem(AbstractFileSystem, metaclass=_EnvCached):
         info = self._entry_info(r, found[0])
         info["name"] = path
         return info
+
+    def modified(self, path: str) -> datetime:
+        """When a volume file was last written (fsspec's API; repo files are versioned: use the
+        commit's date)."""
+        mtime = self.info(path).get("mtime")
+        if mtime is None:
+            raise NotImplementedError(f"{path}: no modification time (only volume entries have one)")
+        return datetime.fromtimestamp(mtime, tz=UTC)
 
     def _root_listing_level(self, path: str) -> bool:
         parts = [p for p in path.split("/") if p]
@@ -657,8 +666,11 @@ def _ancestors(path: str) -> list[str]:
 
 def _volume_info(e: dict) -> dict:
     name = f"volume/{e['path']}" if e["path"] else "volume"
+    # mtime as a Unix time, as fsspec's local filesystem gives it: pyarrow (pd.read_parquet) and
+    # others take a number or a datetime, not the API's ISO text.
+    mtime = datetime.fromisoformat(e["mtime"].replace("Z", "+00:00")).timestamp() if e.get("mtime") else None
     return {"name": name, "size": e["size"] if e["type"] == "file" else 0, "type": e["type"], "etag": e["etag"],
-            "sha256": e["etag"], "mtime": e["mtime"]}
+            "sha256": e["etag"], "mtime": mtime}
 
 
 class HubFile(AbstractBufferedFile):

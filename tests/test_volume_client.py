@@ -121,6 +121,23 @@ def test_fsspec_writes_reads_lists_moves_and_removes(hub_env, unique, tmp_path):
     assert not fs.exists(base)
 
 
+def test_pandas_writes_and_reads_parquet_on_the_volume(hub_env, unique):
+    """pyarrow's fsspec handler takes info()'s mtime as a number or a datetime: the API's ISO text
+    made pd.read_parquet of a volume file fail ("must be real number, not str")."""
+    import time
+
+    import pandas as pd
+
+    df = pd.DataFrame({"step": list(range(100)), "loss": [1 / (i + 1) for i in range(100)]})
+    before = time.time()
+    df.to_parquet(f"hub://volume/pd-{unique}/df.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(f"hub://volume/pd-{unique}/df.parquet"), df)
+    fs = fsspec.filesystem("hub")
+    assert before - 5 <= fs.info(f"volume/pd-{unique}/df.parquet")["mtime"] <= time.time() + 5
+    assert abs(fs.modified(f"volume/pd-{unique}/df.parquet").timestamp() - before) < 60
+    fs.rm(f"volume/pd-{unique}", recursive=True)
+
+
 def test_torch_saves_to_and_loads_from_the_volume(hub_env, unique):
     torch = pytest.importorskip("torch", reason="torch is in the test extras (pip install torch==2.13.0)")
     fs = fsspec.filesystem("hub")
