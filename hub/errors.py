@@ -58,6 +58,25 @@ class EntryNotFound(HubError):
     status, code = 404, "EntryNotFound"
 
 
+class RepoMoved(HubError):
+    """The repo was moved (renamed or transferred): a 307 to the same request at its new id, which
+    clients follow (huggingface_hub follows redirects that stay on the hub, keeping the method and
+    body). `locate` fills in Location from the request, where the error is rendered."""
+
+    status, code = 307, "RepoMoved"
+
+    def __init__(self, asked: str, new_id: str) -> None:
+        super().__init__(f"{asked} was moved to {new_id}; use the new id")
+        self.asked, self.new_id = asked, new_id
+
+    def locate(self, request: HttpRequest) -> None:
+        path = request.get_full_path()
+        old = f"/{self.asked}"
+        at = path.find(old)  # the first occurrence is the repo's segment: what comes before is fixed
+        if at != -1:
+            self.headers["Location"] = path[:at] + f"/{self.new_id}" + path[at + len(old):]
+
+
 class NotFound(HubError):
     status, code = 404, "NotFound"
 
@@ -165,8 +184,12 @@ def database_down(exc: BaseException) -> bool:
 
 
 def error_response(err: HubError) -> HttpResponse:
-    resp = JsonResponse({"error": err.message, "code": err.code}, status=err.status)
-    resp["X-Error-Code"] = err.code
+    status, code = err.status, err.code
+    if isinstance(err, RepoMoved) and "Location" not in err.headers:
+        # Named in a body (a move, a delete), not in the URL: nothing to redirect, so "not here".
+        status, code = RepoNotFound.status, RepoNotFound.code
+    resp = JsonResponse({"error": err.message, "code": code}, status=status)
+    resp["X-Error-Code"] = code
     # Header values must be latin-1 without control characters (a message may quote a hostile path).
     resp["X-Error-Message"] = _CONTROL.sub(" ", err.message).encode("latin-1", "replace").decode("latin-1")
     for k, v in err.headers.items():
@@ -183,6 +206,8 @@ class HubErrorMiddleware:
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
         if isinstance(exc, HubError):
+            if isinstance(exc, RepoMoved):
+                exc.locate(request)
             return error_response(exc)
         if too_big(exc):
             return error_response(body_too_large())
@@ -265,6 +290,8 @@ def drf_exception_handler(exc, context):
     from rest_framework.views import exception_handler
 
     if isinstance(exc, HubError):
+        if isinstance(exc, RepoMoved) and context.get("request") is not None:
+            exc.locate(context["request"])
         return error_response(exc)
     if too_big(exc):
         return error_response(body_too_large())

@@ -310,6 +310,20 @@ def drop_bucket(rgw_env: dict[str, str], bucket: str) -> None:
         pass
 
 
+@pytest.fixture(scope="session", autouse=True)
+def uploads_without_xet():
+    """This hub does not speak Xet yet (issue 22), and huggingface_hub >= 1.20 sends every file its
+    preupload marks `lfs` (weights, data and binary files, as upstream marks them) through Xet when
+    hf_xet is installed. In this process uploads go through LFS, as HF_HUB_DISABLE_XET=1 makes them
+    for users; what default settings do is tested in client processes (tests/test_hf_compat.py)."""
+    from huggingface_hub import constants
+
+    saved = constants.HF_HUB_DISABLE_XET
+    constants.HF_HUB_DISABLE_XET = True
+    yield
+    constants.HF_HUB_DISABLE_XET = saved
+
+
 @pytest.fixture(scope="session", params=["embedded", "pg_rgw"])
 def hub(request) -> Hub:
     return request.getfixturevalue(f"{request.param}_hub")
@@ -334,3 +348,15 @@ def hf_cache(tmp_path) -> Path:
     path.mkdir()
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def alice(hub: Hub) -> str:
+    """A token of alice, who owns the repos of a test (created on first use)."""
+    return hub.cached_token("alice")
+
+
+@pytest.fixture
+def bob(hub: Hub) -> str:
+    """A token of bob, another signed-up user: no rights on alice's repos."""
+    return hub.cached_token("bob")

@@ -347,8 +347,8 @@ def test_an_entry_not_mirrored_yet_says_so_wherever_its_files_are_asked_for(hub,
     pull` (which fails) say what the web page says: not mirrored yet, its size, how to mirror it. A
     user's own empty repo is not an unmirrored entry: it pulls (nothing) without a word."""
     one_backend(hub)
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError
+    from huggingface_hub import hf_hub_download, snapshot_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
     from tests.test_cli import client_env, failed, ok, run
 
@@ -368,6 +368,13 @@ def test_an_entry_not_mirrored_yet_says_so_wherever_its_files_are_asked_for(hub,
     with pytest.raises(EntryNotFoundError) as err:
         hf_hub_download(f"{org}/big-model", "config.json", endpoint=hub.url, cache_dir=tmp_path / "hf", token=False)
     assert "not on this hub yet" in str(err.value), err.value
+    # snapshot_download (and `hf download`) fail with the reason instead of "downloading" an empty
+    # folder; repo info, which transformers and datasets read first, carries it as a warning the
+    # client logs before the library's own error.
+    with pytest.raises(LocalEntryNotFoundError, match=f"not on this hub yet.*manage.py mirror {org}/big-model"):
+        snapshot_download(f"{org}/big-model", endpoint=hub.url, cache_dir=tmp_path / "hf", token=False)
+    info = requests.get(f"{hub.url}/api/models/{org}/big-model", timeout=30)
+    assert info.status_code == 200 and "not on this hub yet" in info.headers["X-HF-Warning"]
 
     env = client_env(hub, token, tmp_path)
     line = failed(run(env, "pull", f"{org}/big-model", "--local-dir", str(tmp_path / "out")),

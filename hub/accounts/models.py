@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 
@@ -21,6 +22,10 @@ class Namespace(models.Model):
     # Maintained by hub.quotas.services under a lock of this row; reconciled from the truth by a task.
     used_bytes = models.BigIntegerField(default=0)
     reserved_bytes = models.BigIntegerField(default=0)
+
+    class Meta:
+        # Names are case-insensitive, as upstream's: Alice and alice are one account.
+        constraints = [models.UniqueConstraint(Lower("name"), name="namespace_name_folded")]
 
     def __str__(self) -> str:
         return self.name

@@ -26,19 +26,22 @@ def hash_token(token: str) -> str:
 def do_ensure_user(username: str, *, email: str = "") -> User:
     """The user with this name, created (with its namespace) if missing."""
     check_name(username, what="user name")
-    user, _ = User.objects.get_or_create(username=username, defaults={"email": email})
-    ns = Namespace.objects.filter(name=username).first()
-    if ns is None:
-        Namespace.objects.create(name=username, kind=Namespace.USER, user=user)
-    elif ns.user_id != user.id:
+    # Names are case-insensitive (as upstream's): "Alice" is alice's account if alice exists.
+    user = User.objects.filter(username__iexact=username).order_by("pk").first()
+    ns = Namespace.objects.filter(name__iexact=username).first()
+    if ns is not None and (user is None or ns.user_id != user.id):
         raise BadRequest(f"the name {username!r} is taken by an organisation")
+    if user is None:
+        user = User.objects.create(username=username, email=email)
+    if ns is None:
+        Namespace.objects.create(name=user.username, kind=Namespace.USER, user=user)
     return user
 
 
 @transaction.atomic
 def do_create_org(name: str, owner: User) -> Namespace:
     check_name(name, what="organisation name")
-    if Namespace.objects.filter(name=name).exists():
+    if Namespace.objects.filter(name__iexact=name).exists():
         raise BadRequest(f"the name {name!r} is taken")
     ns = Namespace.objects.create(name=name, kind=Namespace.ORG)
     Membership.objects.create(namespace=ns, user=owner, role=Membership.ADMIN)

@@ -41,6 +41,7 @@ from hub.config import format_size
 from hub.errors import EntryNotFound, HubError
 from hub.repos import blobs, trees
 from hub.repos import services as repos
+from hub.repos.cards import split_card
 from hub.repos.models import MIRRORED, Commit, Repo
 from hub.repos.validation import check_path
 
@@ -722,7 +723,7 @@ def card(commit: Commit, web: str | None = None) -> Card | None:
     found = _CARDS.get((entry.ref, files))
     if found is None:
         text = blobs.object_store().read_bytes(blobs.key_for(entry.ref)).decode("utf-8", "replace")
-        meta, body = repos.split_card(text)
+        meta, body = split_card(text)
         found = Card(meta, render_markdown(body, files))
         _CARDS.put((entry.ref, files), found)
     return found

@@ -1,8 +1,10 @@
 """JSON shapes of the Hugging Face Hub protocol (see shared/docs/hf-protocol.md)."""
 from __future__ import annotations
 
+import html
 from datetime import UTC, datetime
 
+from hub.catalog.services import render_markdown
 from hub.repos import blobs, trees
 from hub.repos.models import Commit, Repo
 
@@ -79,6 +81,9 @@ def sibling(path: str, entry: trees.Entry, with_blobs: bool) -> dict:
     return out
 
 
-def commit_info(commit: Commit) -> dict:
-    return {"id": commit.oid, "title": commit.title, "message": commit.message,
-            "authors": [{"user": commit.author_name}], "date": hf_date(commit.created)}
+def commit_info(commit: Commit, formatted: bool = False) -> dict:
+    out = {"id": commit.oid, "title": commit.title, "message": commit.message,
+           "authors": [{"user": commit.author_name}], "date": hf_date(commit.created)}
+    if formatted:  # (expand[]=formatted) as upstream: the title as escaped text, the message as markdown
+        out["formatted"] = {"title": html.escape(commit.title), "message": render_markdown(commit.message)}
+    return out

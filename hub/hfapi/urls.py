@@ -9,10 +9,15 @@ NAME = r"(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*?
 REV = r"(?P<rev>refs/(?:pr|convert|heads|tags)/[^/]+|[^/]+)"
 API = r"^api/(?P<prefix>models|datasets)/" + NAME
 FILE_PREFIX = r"^(?P<prefix>datasets/|)" + NAME
+# What follows a repo id in the API's URLs.
+ENDPOINTS = ["revision", "tree", "paths-info", "preupload", "commit", "commits", "refs", "branch", "tag",
+             "settings", "auth-check", "duplicate", "discussions", "xet-read-token", "xet-write-token"]
 
 urlpatterns = [
     re_path(r"^api/whoami-v2$", views.whoami),
     re_path(r"^api/validate-yaml$", views.validate_yaml),
+    re_path(r"^api/settings/repositories$", views.repo_storage),
+    re_path(r"^api/organizations/(?P<org>[A-Za-z0-9][A-Za-z0-9._-]*)/settings/repositories$", views.repo_storage),
     re_path(r"^api/repos/create$", views.create_repo),
     re_path(r"^api/repos/delete$", views.delete_repo),
     re_path(r"^api/repos/move$", views.move_repo),
@@ -28,6 +33,8 @@ urlpatterns = [
     re_path(API + r"/branch/(?P<branch>[^/]+)$", views.branch),
     re_path(API + r"/tag/" + REV + r"$", views.tag),
     re_path(API + r"/settings$", views.repo_settings),
+    re_path(API + r"/auth-check(?:/(?P<write>write))?$", views.auth_check),
+    re_path(API + r"/duplicate$", views.duplicate_repo),
     re_path(API + r"/xet-(?:read|write)-token/.*$", views.xet_token),
     re_path(FILE_PREFIX + r"\.git/info/lfs/objects/batch$", views.lfs_batch),
     re_path(FILE_PREFIX + r"\.git/info/lfs/verify$", views.lfs_verify),
@@ -36,6 +43,11 @@ urlpatterns = [
     re_path(r"^lfs/part/(?P<token>[^/]+)$", views.lfs_part),
     re_path(r"^lfs/complete/(?P<token>[^/]+)$", views.lfs_complete),
     re_path(r"^lfs/objects/(?P<token>[^/]+)$", views.lfs_object),
+    # Upstream's ids are namespace/name; a one-part id (`gpt2`, as old scripts spell upstream's
+    # canonical models) names no repo here: RepoNotFound, so repo_exists/file_exists say False.
+    re_path(r"^api/(?:models|datasets)/(?P<name>[^/]+)(?:/(?:" + "|".join(ENDPOINTS) + r")(?:/.*)?)?$",
+            views.no_namespace),
+    re_path(r"^(?:datasets/)?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)/resolve/.+$", views.no_namespace),
     re_path(r"^api/(?P<path>(?s:.*))$", views.not_found),  # (?s): a newline in the path must not escape
 ]
 

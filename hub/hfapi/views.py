@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import fnmatch
 import itertools
 import json
 from datetime import timedelta
@@ -34,7 +33,7 @@ from hub.errors import (
 )
 from hub.hfapi import serializers as ser
 from hub.quotas import services as quota_services
-from hub.repos import blobs, services, serving, trees
+from hub.repos import attributes, blobs, cards, services, serving, trees
 from hub.repos.models import Repo, UploadSession
 from hub.repos.services import Actor
 from hub.repos.validation import check_dir_path, check_path
@@ -43,8 +42,10 @@ TYPES = {"models": Repo.MODEL, "datasets": Repo.DATASET, "": Repo.MODEL}
 PAGE = 1000
 PAGE_EXPANDED = 50
 LFS_JSON = "application/vnd.git-lfs+json"
-XET_WARNING = ("xet; This hub has no Xet support: set HF_HUB_DISABLE_XET=1 to upload files of "
-               f"{settings.HUB_LFS_THRESHOLD // 10**6} MB or more (or use `hub push`)")
+NO_XET = ("This hub has no Xet support: set HF_HUB_DISABLE_XET=1 (or use `hub push`) to upload the files "
+          "it stores through LFS (weights, data and other binary files, as .gitattributes marks them, and "
+          f"files of {settings.HUB_LFS_THRESHOLD // 10**6} MB or more)")
+XET_WARNING = "xet; " + NO_XET
 
 
 # --- helpers ----------------------------------------------------------------------------------------
@@ -118,6 +119,20 @@ def whoami(request: HttpRequest) -> JsonResponse:
     })
 
 
+@require_http_methods(["GET"])
+def repo_storage(request: HttpRequest, org: str | None = None) -> JsonResponse:
+    """`hf repos ls` (HfApi.list_user_repos): the caller's repos, or an organisation's they belong
+    to, with the storage each uses."""
+    if not request.user.is_authenticated:
+        raise Unauthorized("Invalid credentials in Authorization header: no token was sent")
+    ns = quota_services.namespace_for(request.user, org)
+    rows = quota_services.repo_storage(ns)
+    total = sum(size for _, size in rows) or 1
+    return JsonResponse([{"id": r.repo_id, "type": r.type, "updatedAt": ser.hf_date(r.last_modified),
+                          "visibility": "private" if r.private else "public", "storage": size,
+                          "storagePercent": round(100 * size / total, 2)} for r, size in rows], safe=False)
+
+
 # --- repos ------------------------------------------------------------------------------------------
 
 def _visibility(data: dict) -> bool:
@@ -156,8 +171,7 @@ def create_repo(request: HttpRequest) -> JsonResponse:
         repo = services.do_create_repo(actor, org, name, t, private=_visibility(data))
     except HubError as err:
         if err.status == 409:
-            ns = org or (actor.user.username if actor.user else "")
-            existing = Repo.objects.select_related("namespace").filter(type=t, namespace__name=ns, name=name).first()
+            existing = services.find_repo(t, org or (actor.user.username if actor.user else ""), name)
             if existing is not None:
                 # exist_ok clients read `url` from the 409 body
                 return JsonResponse({"error": err.message, "url": repo_url(request, existing)}, status=409)
@@ -191,6 +205,21 @@ def move_repo(request: HttpRequest) -> JsonResponse:
 
 
 @csrf_exempt
+@require_http_methods(["POST"])
+def duplicate_repo(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    """HfApi.duplicate_repo / `hf repos duplicate`: a metadata copy (the blobs are shared)."""
+    data = read_json(request)
+    target = data.get("repository")
+    if not isinstance(target, str) or target.count("/") != 1:
+        raise BadRequest("'repository' must be the new repo's id, namespace/name")
+    actor = Actor.from_request(request)
+    source = _repo(request, prefix, ns, name)
+    private = _visibility(data) if ("visibility" in data or "private" in data) else None
+    repo = services.do_duplicate_repo(actor, source, *target.split("/"), private=private)
+    return JsonResponse({"url": repo_url(request, repo), "filesCopyPending": False})
+
+
+@csrf_exempt
 @require_http_methods(["PUT"])
 def repo_settings(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
     data = read_json(request)
@@ -209,8 +238,9 @@ def repo_settings(request: HttpRequest, prefix: str, ns: str, name: str) -> Json
 @require_http_methods(["POST"])
 def validate_yaml(request: HttpRequest) -> JsonResponse:
     data = read_json(request)
-    errors = services.validate_card(str(data.get("content", "")))
-    return JsonResponse({"errors": [{"message": e} for e in errors], "warnings": []},
+    repo_type = data.get("repoType") or Repo.MODEL
+    errors, warnings = cards.check_card(str(data.get("content", "")), repo_type)
+    return JsonResponse({"errors": [{"message": e} for e in errors], "warnings": [{"message": w} for w in warnings]},
                         status=400 if errors else 200)
 
 
@@ -224,7 +254,7 @@ def list_repos(request: HttpRequest, prefix: str) -> JsonResponse:
             namespace__name__iexact=search.split("/")[0], name__icontains=search.split("/", 1)[1])
     author = request.GET.get("author")
     if author:
-        qs = qs.filter(namespace__name=author)
+        qs = qs.filter(namespace__name__iexact=author)
     sort = {"downloads": "downloads", "likes": "likes", "lastModified": "last_modified",
             "last_modified": "last_modified", "createdAt": "created", "created_at": "created",
             "id": "name"}.get(request.GET.get("sort", ""), "id")
@@ -269,7 +299,25 @@ def repo_info(request: HttpRequest, prefix: str, ns: str, name: str, rev: str | 
     info = ser.repo_info(repo, commit, siblings=siblings, expand=expand or None)
     if "xetEnabled" in expand:
         info["xetEnabled"] = False
-    return JsonResponse(info)
+    resp = JsonResponse(info)
+    notice = not_mirrored_notice(repo)
+    if notice:  # huggingface_hub logs it, so transformers' and datasets' own errors come with the reason
+        resp["X-HF-Warning"] = _not_mirrored_warning(notice)
+    return resp
+
+
+def _not_mirrored_warning(notice: str) -> str:
+    return "not-mirrored; " + notice
+
+
+@require_http_methods(["GET"])
+def auth_check(request: HttpRequest, prefix: str, ns: str, name: str, write: str | None = None) -> JsonResponse:
+    """HfApi.auth_check: 200 if the caller may read the repo's files (or, with /write, write to
+    it); RepoNotFound for a missing or hidden repo; GatedRepo while a gate is not accepted."""
+    actor = Actor.from_request(request)
+    repo = _repo(request, prefix, ns, name, write=bool(write))
+    services.check_gate(actor, repo)
+    return JsonResponse({"id": repo.repo_id, "access": "write" if write else "read"})
 
 
 # --- trees ------------------------------------------------------------------------------------------
@@ -303,6 +351,11 @@ def tree(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: 
         path = check_dir_path(path)
     except HubError:
         raise EntryNotFound(f"{path!r} is not a valid path", headers={"X-Repo-Commit": commit.oid}) from None
+    notice = not_mirrored_notice(repo)
+    if notice:
+        # A catalog entry whose files are not here yet: listing its one .gitattributes would make
+        # snapshot_download, `hf download` and `datasets` succeed with nothing; say why instead.
+        raise EntryNotFound(notice, headers={"X-Repo-Commit": commit.oid, "X-HF-Warning": _not_mirrored_warning(notice)})
     store = trees.NodeStore()
     entry = trees.resolve(store, commit.tree, path)
     if entry is None or not entry.is_dir:
@@ -382,7 +435,8 @@ def commits(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> 
     page = _int(request.GET.get("p"), 0)
     limit = min(_int(request.GET.get("limit"), 50), 1000) or 50
     rows, total = services.history(repo, head, page * limit, limit)
-    resp = JsonResponse([ser.commit_info(c) for c in rows], safe=False)
+    formatted = "formatted" in _expand(request)
+    resp = JsonResponse([ser.commit_info(c, formatted) for c in rows], safe=False)
     if (page + 1) * limit < total:
         _paginate(request, resp, {"p": str(page + 1)})
     resp["X-Total-Count"] = str(total)
@@ -432,7 +486,8 @@ def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, pat
     except EntryNotFound as err:
         notice = not_mirrored_notice(repo)
         if notice:
-            raise EntryNotFound(f"{err.message}: {notice}", headers=err.headers) from None
+            raise EntryNotFound(f"{err.message}: {notice}",
+                                headers=err.headers | {"X-HF-Warning": _not_mirrored_warning(notice)}) from None
         raise
     etag = entry.ref if entry.lfs else entry.git_oid
     headers = {
@@ -459,11 +514,6 @@ def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, pat
 
 # --- uploads ----------------------------------------------------------------------------------------
 
-def _gitignore_match(path: str, patterns: list[str]) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return any(fnmatch.fnmatch(path, p.lstrip("/")) or fnmatch.fnmatch(name, p) for p in patterns)
-
-
 @csrf_exempt
 @require_http_methods(["POST"])
 def preupload(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> JsonResponse:
@@ -476,9 +526,10 @@ def preupload(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -
         commit = services.resolve_revision(repo, rev)
     except HubError:
         commit = None  # a branch about to be created: nothing there yet
-    ignore = [ln.strip() for ln in str(data.get("gitIgnore") or "").splitlines()
-              if ln.strip() and not ln.startswith("#")]
     store = trees.NodeStore()
+    rules, ignored = attributes.revision_rules(store, commit.tree if commit else None)
+    if data.get("gitIgnore"):  # the .gitignore the commit itself carries
+        ignored = attributes.ignore_spec(str(data["gitIgnore"]))
     out = []
     any_lfs = False
     for f in files:
@@ -488,13 +539,18 @@ def preupload(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -
         size = f.get("size", 0)
         if not isinstance(size, int) or size < 0:
             raise BadRequest(f"invalid size for {path!r}")
-        mode = "lfs" if size >= settings.HUB_LFS_THRESHOLD else "regular"
-        any_lfs |= mode == "lfs"
+        try:
+            sample = base64.b64decode(str(f.get("sample") or ""))
+        except (binascii.Error, ValueError):
+            raise BadRequest(f"the sample of {path!r} is not valid base64") from None
+        mode = attributes.upload_mode(rules, path, size, sample)
+        any_lfs |= mode == attributes.LFS
         entry = trees.resolve(store, commit.tree, path) if commit else None
         oid = None
-        if entry is not None and not entry.is_dir:
-            oid = entry.ref if mode == "lfs" else (entry.git_oid if not entry.lfs else None)
-        out.append({"path": path, "uploadMode": mode, "shouldIgnore": _gitignore_match(path, ignore), "oid": oid})
+        if entry is not None and not entry.is_dir:  # (as upstream: what is stored there, of its kind)
+            oid = entry.ref if entry.lfs else entry.git_oid
+        out.append({"path": path, "uploadMode": mode,
+                    "shouldIgnore": bool(ignored is not None and ignored.match_file(path)), "oid": oid})
     resp = JsonResponse({"files": out, "commitOid": commit.oid if commit else None})
     if any_lfs:
         resp["X-HF-Warning"] = XET_WARNING
@@ -693,8 +749,7 @@ def _content_length(request: HttpRequest) -> int:
 
 @require_http_methods(["GET"])
 def xet_token(request: HttpRequest, **kwargs) -> JsonResponse:
-    raise HubError("This hub has no Xet support: set HF_HUB_DISABLE_XET=1 (or use `hub push`) to upload "
-                   f"files of {settings.HUB_LFS_THRESHOLD // 10**6} MB or more")
+    raise HubError(NO_XET)
 
 
 # --- commits ----------------------------------------------------------------------------------------
@@ -768,7 +823,7 @@ def _commit(request: HttpRequest, repo: Repo, rev: str, actor: Actor, header: di
         for i, (key, value) in enumerate(ops):
             path = value["path"]
             if key == "file":
-                cops.add_inline(path, decoded[i])
+                cops.add_inline(path, decoded[i], repo_type=repo.type)
             elif key == "lfsFile":
                 size = value.get("size")
                 cops.add_lfs(path, value["oid"], size if isinstance(size, int) else None)
@@ -788,6 +843,10 @@ def _commit(request: HttpRequest, repo: Repo, rev: str, actor: Actor, header: di
         raise
     return JsonResponse({"commitUrl": f"{repo_url(request, repo)}/commit/{new.oid}", "commitOid": new.oid,
                          "pullRequestUrl": None})
+
+
+def no_namespace(request: HttpRequest, name: str) -> JsonResponse:
+    raise RepoNotFound(f"{name!r} is not a repo id here: ids are namespace/name (e.g. alice/{name})")
 
 
 def not_found(request: HttpRequest, path: str = "") -> JsonResponse:

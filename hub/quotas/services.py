@@ -338,6 +338,16 @@ def report(ns: Namespace, top: int = 10) -> QuotaReport:
     return QuotaReport(ns.name, limit_of(ns), ns.used_bytes, ns.reserved_bytes, consumers[:top])
 
 
+def repo_storage(ns: Namespace) -> list[tuple[object, int]]:
+    """Every repo of the account with the bytes of the distinct blobs it references (all revisions),
+    largest first: what `hf repos ls` lists."""
+    from hub.repos.models import Repo
+
+    repos = (Repo.objects.filter(namespace=ns).select_related("namespace")
+             .annotate(bytes=Sum("blob_refs__blob__size")).order_by(F("bytes").desc(nulls_last=True), "sort_name"))
+    return [(r, r.bytes or 0) for r in repos]
+
+
 def namespace_for(user, name: str | None = None) -> Namespace:
     """The user's own namespace, or an organisation they belong to (404 otherwise)."""
     from hub.errors import NotFound

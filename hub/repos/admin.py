@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from hub.repos.models import Blob, Commit, Ref, Repo, UploadSession
+from hub.repos.models import Blob, Commit, Ref, Repo, RepoRedirect, UploadSession
 
 
 class RefInline(admin.TabularInline):
@@ -18,6 +18,20 @@ class RepoAdmin(admin.ModelAdmin):
     search_fields = ("name", "namespace__name")
     readonly_fields = ("head_sha", "file_count", "total_size", "created", "last_modified", "card_data")
     inlines = [RefInline]
+
+
+@admin.register(RepoRedirect)
+class RepoRedirectAdmin(admin.ModelAdmin):
+    """Former ids of moved repos, which redirect to them: an operator may delete one to free the id
+    (creating a repo there frees it too)."""
+
+    list_display = ("former_id", "type", "repo", "created")
+    list_filter = ("type",)
+    search_fields = ("former_id", "repo__name")
+    readonly_fields = ("type", "key", "former_id", "repo", "created")
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
 
 @admin.register(Commit)

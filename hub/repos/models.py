@@ -32,7 +32,8 @@ MIRRORED = models.Q(file_count__gt=1) | models.Q(total_size__gt=len(GITATTRIBUTE
 
 
 def sort_name(namespace: str, name: str) -> str:
-    """A repo's key in name order: namespace, then name, case-folded. The space sorts before every
+    """A repo's case-folded id: the key it is found by (repo ids are case-insensitive, as upstream's
+    are: one repo per type and folded id) and listed in name order by. The space sorts before every
     character a name may hold, so this orders as (namespace, name) does."""
     return f"{namespace} {name}".lower()
 
@@ -72,7 +73,8 @@ class Repo(models.Model):
         output_field=models.BigIntegerField(null=True), db_persist=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["type", "namespace", "name"], name="repo_unique_id")]
+        constraints = [models.UniqueConstraint(fields=["type", "namespace", "name"], name="repo_unique_id"),
+                       models.UniqueConstraint(fields=["type", "sort_name"], name="repo_unique_folded_id")]
         indexes = [models.Index(fields=["type", "private", "-last_modified"])]
 
     @property
@@ -87,6 +89,23 @@ class Repo(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type}:{self.repo_id}"
+
+
+class RepoRedirect(models.Model):
+    """A repo's former id: requests for it are redirected to the repo (307), as upstream keeps a
+    moved repo answering at its old name, until a repo is created under that id."""
+
+    type = models.CharField(max_length=8, choices=Repo.TYPES)
+    key = models.CharField(max_length=200, help_text="the former id, case-folded (see sort_name)")
+    former_id = models.CharField(max_length=200)
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="redirects")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["type", "key"], name="reporedirect_unique_key")]
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.former_id} -> {self.repo_id}"
 
 
 class Blob(models.Model):

@@ -6,7 +6,6 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-import yaml
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
@@ -20,13 +19,25 @@ from hub.errors import (
     GatedRepo,
     InvalidPath,
     PreconditionFailed,
+    RepoMoved,
     RepoNotFound,
     RevisionNotFound,
     Unauthorized,
 )
 from hub.quotas import services as quotas
 from hub.repos import blobs, trees
-from hub.repos.models import GITATTRIBUTES, Blob, Commit, GateAcceptance, Ref, Repo, RepoBlob, sort_name
+from hub.repos.cards import check_card, split_card
+from hub.repos.models import (
+    GITATTRIBUTES,
+    Blob,
+    Commit,
+    GateAcceptance,
+    Ref,
+    Repo,
+    RepoBlob,
+    RepoRedirect,
+    sort_name,
+)
 from hub.repos.signals import card_changed
 from hub.repos.validation import check_name, check_path, check_ref_name
 
@@ -87,13 +98,25 @@ def _readable(actor: Actor, repo: Repo) -> tuple[bool, str | None]:
     return not (repo.private and role is None), role
 
 
+def find_repo(repo_type: str, namespace: str, name: str) -> Repo | None:
+    """The repo with this id, in any case (ids are case-insensitive, as upstream's), without any
+    access check: callers check access (access_repo) or only need to know it is taken."""
+    return (Repo.objects.select_related("namespace")
+            .filter(type=repo_type, sort_name=sort_name(namespace, name)).first())
+
+
 def access_repo(actor: Actor, repo_type: str, namespace: str, name: str, *, write: bool = False) -> Repo:
     """The repo, if the actor may read it (and write it, with write=True). A private repo is
-    indistinguishable from a missing one for anyone who cannot read it."""
-    repo = (Repo.objects.select_related("namespace")
-            .filter(type=repo_type, namespace__name=namespace, name=name).first())
+    indistinguishable from a missing one for anyone who cannot read it. A repo moved away from this
+    id raises RepoMoved (a redirect to its new id) for those who may read it."""
+    repo = find_repo(repo_type, namespace, name)
     readable, role = _readable(actor, repo) if repo is not None else (False, None)
     if not readable:
+        if repo is None:
+            moved = (RepoRedirect.objects.select_related("repo__namespace")
+                     .filter(type=repo_type, key=sort_name(namespace, name)).first())
+            if moved is not None and _readable(actor, moved.repo)[0]:
+                raise RepoMoved(f"{namespace}/{name}", moved.repo.repo_id)
         raise _not_found(actor, repo_type, namespace, name)
     if write:
         check_can_write(actor, repo.namespace, role)
@@ -103,9 +126,7 @@ def access_repo(actor: Actor, repo_type: str, namespace: str, name: str, *, writ
 def other_type_seen(actor: Actor, repo_type: str, namespace: str, name: str) -> Repo | None:
     """The repo of the other type (model for dataset, and back) with this id, if the actor may read
     it: what a "not found" may point to without leaking anything private."""
-    other_type = Repo.MODEL if repo_type == Repo.DATASET else Repo.DATASET
-    other = (Repo.objects.select_related("namespace")
-             .filter(type=other_type, namespace__name=namespace, name=name).first())
+    other = find_repo(Repo.MODEL if repo_type == Repo.DATASET else Repo.DATASET, namespace, name)
     return other if other is not None and _readable(actor, other)[0] else None
 
 
@@ -175,17 +196,18 @@ def do_create_repo(actor: Actor, namespace: str | None, name: str, repo_type: st
     if repo_type not in (Repo.MODEL, Repo.DATASET):
         raise BadRequest(f"unsupported repo type {repo_type!r}: use model or dataset")
     check_name(name, what="repo name")
-    ns = Namespace.objects.filter(name=namespace or actor.user.username).first()
-    if ns is None:
-        raise BadRequest(f"namespace {namespace!r} does not exist")
+    ns = _namespace(namespace or actor.user.username)
     check_can_write(actor, ns)
-    if Repo.objects.filter(type=repo_type, namespace=ns, name=name).exists():
-        raise Conflict(f"{repo_type} {ns.name}/{name} already exists")
+    existing = find_repo(repo_type, ns.name, name)
+    if existing is not None:
+        raise Conflict(f"{repo_type} {existing.repo_id} already exists")
     try:
         with transaction.atomic():
             repo = Repo.objects.create(namespace=ns, name=name, type=repo_type, private=private)
     except IntegrityError:
         raise Conflict(f"{repo_type} {ns.name}/{name} already exists") from None
+    # The id is a repo's own again: requests for it no longer follow a repo that was moved away.
+    RepoRedirect.objects.filter(type=repo_type, key=repo.sort_name).delete()
     blob = blobs.ingest_bytes(GITATTRIBUTES, actor.user)
     entry = trees.Entry(".gitattributes", trees.FILE, blob.size, blob.sha256, blobs.git_blob_oid(GITATTRIBUTES))
     store = trees.NodeStore()
@@ -215,6 +237,43 @@ def do_delete_repo(actor: Actor, repo: Repo) -> None:
         quotas.uncharge(ns, candidates)
 
 
+def do_duplicate_repo(actor: Actor, source: Repo, namespace: str, name: str, *, private: bool | None = None
+                      ) -> Repo:
+    """A new repo holding the source's default branch as it is now, in one commit. Nothing is
+    copied but metadata: the commit shares the source's tree (trees are content-addressed) and the
+    new repo references the same blobs, charged to its own account (all or nothing, under its lock)."""
+    check_gate(actor, source)
+    head = resolve_revision(source, None)
+    check_name(name, what="repo name")
+    ns = _namespace(namespace)
+    check_can_write(actor, ns)
+    existing = find_repo(source.type, ns.name, name)
+    if existing is not None:
+        raise Conflict(f"{source.type} {existing.repo_id} already exists")
+    shas = sorted(tree_blobs({head.tree}))
+    sizes: dict[str, int] = {}
+    for i in range(0, len(shas), 500):
+        sizes.update(Blob.objects.filter(pk__in=shas[i:i + 500]).values_list("sha256", "size"))
+    try:
+        with transaction.atomic():
+            locked = quotas.lock(ns)
+            repo = Repo.objects.create(namespace=ns, name=name, type=source.type,
+                                       private=source.private if private is None else private)
+            commit = _new_commit(repo, None, head.tree, actor.user, f"Duplicate from {source.repo_id}", "",
+                                 head.file_count, head.total_size)
+            Ref.objects.create(repo=repo, kind=Ref.BRANCH, name=repo.default_branch, commit=commit)
+            quotas.charge(locked, sizes)
+            RepoBlob.objects.bulk_create([RepoBlob(repo=repo, blob_id=sha) for sha in sizes], batch_size=1000)
+            RepoRedirect.objects.filter(type=repo.type, key=repo.sort_name).delete()
+            Repo.objects.filter(pk=repo.pk).update(head_sha=commit.oid, file_count=head.file_count,
+                                                   total_size=head.total_size, card_data=source.card_data)
+    except IntegrityError:
+        raise Conflict(f"{source.type} {ns.name}/{name} already exists") from None
+    transaction.on_commit(lambda: card_changed.send(sender=Repo, repo_pk=repo.pk), robust=True)
+    repo.refresh_from_db()
+    return repo
+
+
 def do_update_settings(actor: Actor, repo: Repo, *, private: bool | None = None, gated: bool | None = None,
                        gate_prompt: str | None = None) -> Repo:
     check_can_write(actor, repo.namespace)
@@ -228,17 +287,31 @@ def do_update_settings(actor: Actor, repo: Repo, *, private: bool | None = None,
     return repo
 
 
+def _namespace(name: str) -> Namespace:
+    ns = Namespace.objects.filter(name__iexact=name).first()
+    if ns is None:
+        raise BadRequest(f"namespace {name!r} does not exist")
+    return ns
+
+
 def do_move_repo(actor: Actor, repo: Repo, to_namespace: str, to_name: str) -> Repo:
+    """Renames or transfers the repo. Its former id keeps answering with a redirect to the new one
+    until a repo is created under it. (A change of case only is a rename too.)"""
     check_can_write(actor, repo.namespace)
     check_name(to_name, what="repo name")
-    ns = Namespace.objects.filter(name=to_namespace).first()
-    if ns is None:
-        raise BadRequest(f"namespace {to_namespace!r} does not exist")
+    ns = _namespace(to_namespace)
     check_can_write(actor, ns)
-    if Repo.objects.filter(type=repo.type, namespace=ns, name=to_name).exists():
-        raise Conflict(f"{repo.type} {to_namespace}/{to_name} already exists")
-    old = repo.namespace
-    Repo.objects.filter(pk=repo.pk).update(namespace=ns, name=to_name, sort_name=sort_name(ns.name, to_name))
+    taken = find_repo(repo.type, ns.name, to_name)
+    if taken is not None and taken.pk != repo.pk:
+        raise Conflict(f"{repo.type} {taken.repo_id} already exists")
+    old, former_id, former_key = repo.namespace, repo.repo_id, repo.sort_name
+    new_key = sort_name(ns.name, to_name)
+    with transaction.atomic():
+        Repo.objects.filter(pk=repo.pk).update(namespace=ns, name=to_name, sort_name=new_key)
+        RepoRedirect.objects.filter(type=repo.type, key=new_key).delete()
+        if former_key != new_key:
+            RepoRedirect.objects.update_or_create(type=repo.type, key=former_key,
+                                                  defaults={"repo": repo, "former_id": former_id})
     repo.refresh_from_db()
     quotas.reconcile(old)
     quotas.reconcile(ns)
@@ -318,8 +391,14 @@ class CommitOps:
         """The blobs of this commit that were uploaded before it (LFS objects), not sent inline."""
         return {e.ref for _, e in self.puts if e.lfs}
 
-    def add_inline(self, path: str, data: bytes) -> None:
+    def add_inline(self, path: str, data: bytes, *, repo_type: str = Repo.MODEL) -> None:
+        """A file sent inside the commit. A README.md card whose metadata is invalid is refused
+        before its bytes are stored (as upstream: the card is what tools read)."""
         check_path(path)
+        if path == README:
+            errors, _ = check_card(data.decode("utf-8", "replace"), repo_type)
+            if errors:
+                raise BadRequest("Invalid metadata in README.md: " + "; ".join(errors))
         blob = blobs.ingest_bytes(data, self.user)
         self.add_file(path, blob, lfs=False, git_oid=blobs.git_blob_oid(data))
 
@@ -365,23 +444,20 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
               parent_commit: str | None = None) -> Commit:
     """Commits `ops` on `branch`.
 
-    Bytes are already in the store (CommitOps verified them); this writes only metadata. The branch
-    moves with a conditional update, so of two commits racing on one head exactly one wins and the
-    other gets 409; a stale `parent_commit` gets 412."""
+    Bytes are already in the store (CommitOps verified them); this writes only metadata. As upstream,
+    a commit that names no `parent_commit` applies to whatever the branch's head is when it lands
+    (parallel uploaders into one branch all land); one whose `parent_commit` is no longer the head
+    gets 412. The new tree is built from the head read first, outside any lock; if another commit
+    moved the branch meanwhile, it is built again from the new head under the account's lock
+    (`quotas.lock`, which every commit of the repo takes), where the head cannot move."""
     check_can_write(actor, repo.namespace)
     if not ops:
         raise BadRequest("the commit changes nothing")
     if not title.strip():
         raise BadRequest("a commit needs a title (summary)")
-    ref = Ref.objects.select_related("commit").filter(repo=repo, kind=Ref.BRANCH, name=branch).first()
-    if ref is None:
-        if Ref.objects.filter(repo=repo, kind=Ref.TAG, name=branch).exists():
-            raise BadRequest(f"{branch!r} is a tag; commits go to branches")
-        raise RevisionNotFound(f"branch {branch!r} not found in {repo.repo_id}; create it first")
+    ref = _branch_ref(repo, branch)
     head = ref.commit
-    if parent_commit and parent_commit != head.oid:
-        raise PreconditionFailed(f"branch {branch!r} has moved: its head is {head.oid}, not {parent_commit}; "
-                                 "pull and retry")
+    _check_parent(branch, head, parent_commit)
     operations = ([(trees.DELETE_TREE, p, None) for p in ops.delete_folders]
                   + [(trees.DELETE, p, None) for p in ops.deletes]
                   + [(trees.PUT, p, e) for p, e in ops.puts])
@@ -390,10 +466,18 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
     root, size, files = trees.update_dir(store, head.tree, plan, keep_empty=True)
     with transaction.atomic():
         ns = quotas.lock(repo.namespace_id)
+        current = Ref.objects.select_for_update().select_related("commit").filter(pk=ref.pk).first()
+        if current is None:
+            raise RevisionNotFound(f"branch {branch!r} was deleted while this commit was being made")
+        if current.commit_id != head.id:
+            head = current.commit
+            _check_parent(branch, head, parent_commit)
+            store = trees.NodeStore()  # (the nodes built for the old head are not needed)
+            root, size, files = trees.update_dir(store, head.tree, plan, keep_empty=True)
         store.flush()
         commit = _new_commit(repo, head, root, actor.user, title.strip(), message, files, size)
         moved = Ref.objects.filter(pk=ref.pk, commit=head).update(commit=commit, updated=timezone.now())
-        if not moved:
+        if not moved:  # (cannot happen under the lock; kept as the last line of defence)
             raise Conflict(f"another commit landed on {branch!r} at the same time; retry")
         if ops.blobs:
             # Locked, so garbage collection cannot remove a blob between this check and the refs.
@@ -415,6 +499,21 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
     return commit
 
 
+def _branch_ref(repo: Repo, branch: str) -> Ref:
+    ref = Ref.objects.select_related("commit").filter(repo=repo, kind=Ref.BRANCH, name=branch).first()
+    if ref is None:
+        if Ref.objects.filter(repo=repo, kind=Ref.TAG, name=branch).exists():
+            raise BadRequest(f"{branch!r} is a tag; commits go to branches")
+        raise RevisionNotFound(f"branch {branch!r} not found in {repo.repo_id}; create it first")
+    return ref
+
+
+def _check_parent(branch: str, head: Commit, parent_commit: str | None) -> None:
+    if parent_commit and parent_commit != head.oid:
+        raise PreconditionFailed(f"branch {branch!r} has moved: its head is {head.oid}, not {parent_commit}; "
+                                 "pull and retry")
+
+
 def _card_data(commit: Commit) -> dict:
     entry = entry_at(commit, README)
     if entry is None or entry.size > CARD_MAX_BYTES:
@@ -422,33 +521,6 @@ def _card_data(commit: Commit) -> dict:
     text = blobs.object_store().read_bytes(blobs.key_for(entry.ref)).decode("utf-8", "replace")
     meta, _ = split_card(text)
     return meta
-
-
-def split_card(text: str) -> tuple[dict, str]:
-    """README card → (YAML front matter as a dict, markdown body). Bad YAML gives an empty dict."""
-    if text.startswith("---"):
-        end = text.find("\n---", 3)
-        if end != -1:
-            try:
-                meta = yaml.safe_load(text[3:end]) or {}
-            except yaml.YAMLError:
-                meta = {}
-            body = text[end + 4:].lstrip("\n")
-            return (meta if isinstance(meta, dict) else {}), body
-    return {}, text
-
-
-def validate_card(text: str) -> list[str]:
-    if text.startswith("---"):
-        end = text.find("\n---", 3)
-        if end != -1:
-            try:
-                meta = yaml.safe_load(text[3:end])
-            except yaml.YAMLError as err:
-                return [f"invalid YAML in the README front matter: {err}"]
-            if meta is not None and not isinstance(meta, dict):
-                return ["the README front matter must be a YAML mapping"]
-    return []
 
 
 # --- refs -------------------------------------------------------------------------------------------
@@ -509,6 +581,11 @@ def reachable_blobs(repo: Repo) -> tuple[set[int], set[str]]:
             reachable.add(cur)
             cur = parents.get(cur)
     roots = set(Commit.objects.filter(id__in=reachable).values_list("tree", flat=True))
+    return reachable, tree_blobs(roots)
+
+
+def tree_blobs(roots: set[str]) -> set[str]:
+    """The sha256 of every file the trees `roots` hold; each tree node is read once."""
     store = trees.NodeStore()
     seen: set[str] = set()
     shas: set[str] = set()
@@ -526,7 +603,7 @@ def reachable_blobs(repo: Repo) -> tuple[set[int], set[str]]:
                     shas.add(raw[3])
                 elif raw[3] not in seen:
                     stack.append(raw[3])
-    return reachable, shas
+    return shas
 
 
 def do_prune_repo(repo: Repo) -> int:

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from hub.catalog.services import facet_version
-from hub.errors import HubError
+from hub.errors import HubError, RepoMoved
 from hub.repos.services import Actor
 
 TITLES = {
@@ -59,6 +59,13 @@ def page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
             return view(request, *args, **kwargs)
+        except RepoMoved as err:
+            err.locate(request)
+            if "Location" not in err.headers:
+                return error_page(request, err)
+            moved = redirect(err.headers["Location"])
+            moved.status_code = 307  # (a form posted to the old id is posted again, not turned into a GET)
+            return moved
         except HubError as err:
             return error_page(request, err)
 
