@@ -21,7 +21,7 @@ from hub.catalog import services
 from hub.catalog.models import CatalogEntry
 from hub.errors import HubError
 from hub.repos import services as repos
-from hub.repos.models import Repo
+from hub.repos.models import Repo, sort_name
 from hub.repos.validation import RESERVED_NAMESPACES, check_name
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ def ensure_bot():
 def ensure_org(name: str, bot) -> tuple[Namespace | None, bool]:
     """The organisation `name`, created with the bot as admin if missing. (None, False) if the name
     belongs to a user: the catalog does not write into people's accounts."""
-    ns = Namespace.objects.filter(name=name).first()
+    ns = Namespace.objects.filter(name__iexact=name).first()  # (names are case-insensitive)
     if ns is None:
         return accounts.do_create_org(name, bot), True
     if ns.kind != Namespace.ORG:
@@ -170,11 +170,11 @@ def do_seed(items: list[SeedItem]) -> SeedResult:
         with transaction.atomic():
             orgs[ns_name], created = ensure_org(ns_name, bot)
         result.organisations_created += created
-    existing = {(r.type, r.namespace.name, r.name): r
-                for r in Repo.objects.select_related("namespace").filter(namespace__name__in=list(orgs))}
+    existing = {(r.type, r.sort_name): r for r in Repo.objects.select_related("namespace")
+                .filter(namespace__in=[ns for ns in orgs.values() if ns is not None])}
     for item in items:
         ns = orgs[item.namespace]
-        repo = existing.get((item.type, item.namespace, item.name))
+        repo = existing.get((item.type, sort_name(item.namespace, item.name)))
         if repo is None:
             if ns is None:
                 result.skipped.append(f"{item.repo_id}: the name {item.namespace!r} belongs to a user")
