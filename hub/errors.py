@@ -31,6 +31,13 @@ class InvalidPath(HubError):
     status, code = 400, "InvalidPath"
 
 
+class UnprocessablePath(InvalidPath):
+    """A path the Hugging Face protocol's commit or preupload cannot take: 422, as upstream answers
+    a well-formed request naming one (the other doors say 400)."""
+
+    status = 422
+
+
 class Unauthorized(HubError):
     status, code = 401, "Unauthorized"
 

@@ -205,6 +205,7 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
         ("PUT", f"/api/models/{pub}/settings", js({"private": True})),
         ("POST", f"/api/models/{pub}/auth-check/write", {}),
         ("POST", f"/api/models/{pub}/duplicate", js({"repository": f"{w.root}/duplicated"})),
+        ("POST", f"/api/models/{pub}/super-squash/main", js({"message": "forged"})),
         ("POST", "/api/models/gpt2/commit/main", {"data": _commit_body(w),
                                                   "headers": {"Content-Type": "application/x-ndjson"}}),
         ("POST", "/gpt2/resolve/main/f.txt", {}),

@@ -19,7 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, hf_hub_download
-from huggingface_hub.errors import EntryNotFoundError, GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 
 from tests.test_hf_compat import check_ok, client_env, result, run_client
 
@@ -361,3 +367,59 @@ def test_hf_repos_ls_lists_your_repos_with_their_storage(hub, alice, unique, tmp
                       client_env(hub, alice, tmp_path / "home"), timeout=120)
     rows = {r["id"]: r for r in json.loads(check_ok(proc))}
     assert rows[repo_id]["visibility"] == "private" and rows[repo_id]["type"] == "model"
+
+
+def test_super_squash_keeps_the_files_and_gives_back_what_only_old_revisions_held(hub, unique, tmp_path):
+    name = f"gus{unique}"
+    token = hub.manage("hub_token", name, "--quota", "1GB").stdout.strip().splitlines()[-1]
+    api = hub.api(token)
+    repo_id = f"{name}/squashed"
+    api.create_repo(repo_id)
+    old, new = os.urandom(400_000), os.urandom(300_000)
+    api.upload_file(path_or_fileobj=old, path_in_repo="w.bin", repo_id=repo_id)
+    api.upload_file(path_or_fileobj=new, path_in_repo="w.bin", repo_id=repo_id)
+    api.create_branch(repo_id, branch="keep")
+    api.upload_file(path_or_fileobj=b"on a branch", path_in_repo="b.txt", repo_id=repo_id, revision="keep")
+
+    def used() -> int:
+        return requests.get(f"{hub.url}/api/quota", headers={"Authorization": f"Bearer {token}"},
+                            timeout=30).json()["used"]
+
+    assert used() >= len(old) + len(new)
+    api.super_squash_history(repo_id)
+    commits = api.list_repo_commits(repo_id)
+    assert [c.title for c in commits] == ["Super-squash branch 'main' using huggingface_hub"]
+    assert len(api.list_repo_commits(repo_id, revision="keep")) == 4  # another branch keeps its history
+    assert open(api.hf_hub_download(repo_id, "w.bin", cache_dir=tmp_path), "rb").read() == new
+    assert used() >= len(old) + len(new)  # the branch "keep" still holds the old bytes
+    api.delete_branch(repo_id, branch="keep")
+    assert len(new) <= used() < len(new) + 10_000  # only what main holds now
+    with pytest.raises(HfHubHTTPError) as err:
+        hub.api(hub.cached_token("bob")).super_squash_history(repo_id)
+    assert err.value.response.status_code == 403
+
+
+def test_errors_are_the_ones_upstream_gives(hub, alice, unique):
+    """Status codes and the words scripts match on, as huggingface.co answers them."""
+    api = hub.api(alice)
+    repo_id = f"alice/errors-{unique}"
+    api.create_repo(repo_id)
+    api.create_repo(f"{repo_id}-other")
+    with pytest.raises(RevisionNotFoundError):  # the missing revision, before the bad tag name
+        api.create_tag(repo_id, tag="invalid tag", revision="foobar")
+    with pytest.raises(HfHubHTTPError) as err:
+        api.upload_file(path_or_fileobj=b"content", path_in_repo="..\\ddd", repo_id=repo_id)
+    assert err.value.response.status_code == 422
+    with pytest.raises(HfHubHTTPError, match=r"A model repository called .* already exists"):
+        api.move_repo(repo_id, f"{repo_id}-other")
+    with pytest.raises(HfHubHTTPError, match="Reference refs/heads/main already exists"):
+        api.create_branch(repo_id, branch="main")
+    with pytest.raises(HfHubHTTPError, match="Cannot delete refs/heads/main"):
+        api.delete_branch(repo_id, branch="main")
+    with pytest.raises(HfHubHTTPError, match="Invalid rev id"):
+        api.delete_branch(repo_id, branch="cool-branch")
+    head = api.model_info(repo_id).sha
+    api.upload_file(path_or_fileobj=b"x", path_in_repo="x.txt", repo_id=repo_id)
+    with pytest.raises(HfHubHTTPError, match="The branch was updated since you opened this page") as err:
+        api.upload_file(path_or_fileobj=b"y", path_in_repo="y.txt", repo_id=repo_id, parent_commit=head)
+    assert err.value.response.status_code == 412

@@ -26,10 +26,12 @@ from hub.errors import (
     Conflict,
     EntryNotFound,
     HubError,
+    InvalidPath,
     NotFound,
     RepoNotFound,
     Unauthorized,
     UnprocessableEntity,
+    UnprocessablePath,
 )
 from hub.hfapi import serializers as ser
 from hub.quotas import services as quota_services
@@ -473,6 +475,16 @@ def tag(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> Json
     return JsonResponse({})
 
 
+@csrf_exempt
+@require_http_methods(["POST"])
+def super_squash(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> JsonResponse:
+    repo = _repo(request, prefix, ns, name, write=True)
+    data = read_json(request)
+    title = str(data.get("message") or f"Super-squash branch '{rev}'")
+    commit = services.do_super_squash(Actor.from_request(request), repo, rev, title=title)
+    return JsonResponse({"commitOid": commit.oid})
+
+
 # --- downloads --------------------------------------------------------------------------------------
 
 @csrf_exempt
@@ -535,7 +547,7 @@ def preupload(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -
     for f in files:
         if not isinstance(f, dict) or not isinstance(f.get("path"), str):
             raise BadRequest("each file needs a 'path'")
-        path = check_path(f["path"])
+        path = _commit_path(f["path"])
         size = f.get("size", 0)
         if not isinstance(size, int) or size < 0:
             raise BadRequest(f"invalid size for {path!r}")
@@ -555,6 +567,13 @@ def preupload(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -
     if any_lfs:
         resp["X-HF-Warning"] = XET_WARNING
     return resp
+
+
+def _commit_path(path: str) -> str:
+    try:
+        return check_path(path)
+    except InvalidPath as err:
+        raise UnprocessablePath(err.message) from None
 
 
 def _sign(payload: dict) -> str:
@@ -799,7 +818,7 @@ def commit(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> J
         header, ops = _parse_commit_lines(request)
     # Validate every path before storing any byte.
     for _, value in ops:
-        check_path(value["path"].rstrip("/"))
+        _commit_path(value["path"].rstrip("/"))
     decoded = {}
     for i, (key, value) in enumerate(ops):
         if key == "file":

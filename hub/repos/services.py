@@ -154,7 +154,8 @@ def check_gate(actor: Actor, repo: Repo) -> None:
     if _role(actor.user, repo.namespace) is not None:
         return
     if not GateAcceptance.objects.filter(repo=repo, user=actor.user).exists():
-        raise GatedRepo(f"Access to {kind} {repo.repo_id} is restricted: accept its conditions at {where} "
+        raise GatedRepo(f"Access to {kind} {repo.repo_id} is restricted and you are not in the authorized list: "
+                        f"accept its conditions at {where} "
                         f"(or POST /api/v1/repos/{kind}/{repo.repo_id}/access) to download its files")
 
 
@@ -303,7 +304,7 @@ def do_move_repo(actor: Actor, repo: Repo, to_namespace: str, to_name: str) -> R
     check_can_write(actor, ns)
     taken = find_repo(repo.type, ns.name, to_name)
     if taken is not None and taken.pk != repo.pk:
-        raise Conflict(f"{repo.type} {taken.repo_id} already exists")
+        raise Conflict(f"A {repo.type} repository called {taken.repo_id} already exists")
     old, former_id, former_key = repo.namespace, repo.repo_id, repo.sort_name
     new_key = sort_name(ns.name, to_name)
     with transaction.atomic():
@@ -499,6 +500,28 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
     return commit
 
 
+def do_super_squash(actor: Actor, repo: Repo, branch: str, *, title: str) -> Commit:
+    """Replaces the branch's history with one commit of its current tree (upstream's
+    super_squash_history). Commits no branch or tag reaches any more are pruned afterwards, and the
+    account gets back the bytes only they held: the way to free quota taken by old revisions."""
+    check_can_write(actor, repo.namespace)
+    if not title.strip():
+        raise BadRequest("a commit needs a title (message)")
+    ref = _branch_ref(repo, branch)
+    with transaction.atomic():
+        quotas.lock(repo.namespace_id)  # (every commit of the repo takes it: the head cannot move now)
+        head = Ref.objects.select_related("commit").get(pk=ref.pk).commit
+        commit = _new_commit(repo, None, head.tree, actor.user, title.strip(), "", head.file_count,
+                             head.total_size)
+        Ref.objects.filter(pk=ref.pk).update(commit=commit, updated=timezone.now())
+        fields = {"last_modified": commit.created}
+        if branch == repo.default_branch:
+            fields["head_sha"] = commit.oid
+        Repo.objects.filter(pk=repo.pk).update(**fields)
+    _schedule_prune(repo)
+    return commit
+
+
 def _branch_ref(repo: Repo, branch: str) -> Ref:
     ref = Ref.objects.select_related("commit").filter(repo=repo, kind=Ref.BRANCH, name=branch).first()
     if ref is None:
@@ -510,8 +533,9 @@ def _branch_ref(repo: Repo, branch: str) -> Ref:
 
 def _check_parent(branch: str, head: Commit, parent_commit: str | None) -> None:
     if parent_commit and parent_commit != head.oid:
-        raise PreconditionFailed(f"branch {branch!r} has moved: its head is {head.oid}, not {parent_commit}; "
-                                 "pull and retry")
+        # (upstream's words first: scripts match on them)
+        raise PreconditionFailed("The branch was updated since you opened this page. Please refresh and try again: "
+                                 f"{branch!r} is at {head.oid} now, not at the parent commit {parent_commit}")
 
 
 def _card_data(commit: Commit) -> dict:
@@ -533,27 +557,27 @@ def do_create_branch(actor: Actor, repo: Repo, name: str, starting_point: str | 
         with transaction.atomic():
             return Ref.objects.create(repo=repo, kind=Ref.BRANCH, name=name, commit=commit)
     except IntegrityError:
-        raise Conflict(f"branch {name!r} already exists in {repo.repo_id}") from None
+        raise Conflict(f"Reference refs/heads/{name} already exists in {repo.repo_id}") from None
 
 
 def do_delete_branch(actor: Actor, repo: Repo, name: str) -> None:
     check_can_write(actor, repo.namespace)
     if name == repo.default_branch:
-        raise BadRequest(f"cannot delete the default branch {name!r}")
+        raise BadRequest(f"Cannot delete refs/heads/{name}: it is the default branch of {repo.repo_id}")
     if not Ref.objects.filter(repo=repo, kind=Ref.BRANCH, name=name).delete()[0]:
-        raise RevisionNotFound(f"branch {name!r} not found in {repo.repo_id}")
+        raise RevisionNotFound(f"Invalid rev id: {name!r} is not a branch of {repo.repo_id}")
     _schedule_prune(repo)
 
 
 def do_create_tag(actor: Actor, repo: Repo, name: str, revision: str | None, message: str = "") -> Ref:
     check_can_write(actor, repo.namespace)
+    commit = resolve_revision(repo, revision)  # (a missing revision is the error, as upstream: 404)
     check_ref_name(name, "tag")
-    commit = resolve_revision(repo, revision)
     try:
         with transaction.atomic():
             return Ref.objects.create(repo=repo, kind=Ref.TAG, name=name, commit=commit, message=message)
     except IntegrityError:
-        raise Conflict(f"tag {name!r} already exists in {repo.repo_id}") from None
+        raise Conflict(f"Reference refs/tags/{name} already exists in {repo.repo_id}") from None
 
 
 def do_delete_tag(actor: Actor, repo: Repo, name: str) -> None:
