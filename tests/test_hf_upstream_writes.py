@@ -282,7 +282,7 @@ def test_auth_check_says_who_may_read(hub, alice, bob, unique):
     hub.api(bob).auth_check(gated)
 
 
-INVALID_CARD = "---\nmodel-index: foo\n---\n\nA card with broken metadata.\n"
+INVALID_CARD = "\n---\nmodel-index: foo\n---\n\nA card with broken metadata.\n"  # (a blank line first, as upstream allows)
 VALID_CARD = """---
 license: apache-2.0
 model-index:

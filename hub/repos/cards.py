@@ -26,7 +26,7 @@ def split_card(text: str) -> tuple[dict, str]:
 
 def _parse(text: str) -> tuple[Any, str, str | None]:
     """(front matter, body, YAML error or None); front matter None when the card has none."""
-    text = text.lstrip("\ufeff")
+    text = text.lstrip("\ufeff").lstrip()  # (blank lines before the front matter are allowed, as upstream)
     if text.startswith("---"):
         end = text.find("\n---", 3)
         if end != -1:
