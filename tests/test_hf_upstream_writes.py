@@ -78,6 +78,35 @@ def test_datasets_push_to_hub_lands_its_parquet_shards_as_lfs_and_loads_back(hub
     assert "README.md" in files and files["README.md"].lfs is None
 
 
+PUSH_MODEL = """
+import json, os
+import torch
+from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizerFast
+
+repo = os.environ["T_REPO"]
+torch.manual_seed(0)
+model = BertModel(BertConfig(vocab_size=32, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=37))
+words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "hub"]
+tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(words)})
+model.push_to_hub(repo)
+tokenizer.push_to_hub(repo)
+back, tback = AutoModel.from_pretrained(repo), AutoTokenizer.from_pretrained(repo)
+same = all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), back.state_dict().values()))
+print("RESULT " + json.dumps({"same": same, "ids": tback("hello hub world")["input_ids"]}))
+"""
+
+
+def test_transformers_push_to_hub_of_a_model_and_its_tokenizer_loads_back(hub, alice, unique, tmp_path):
+    repo_id = f"alice/bert-{unique}"
+    proc = run_client(PUSH_MODEL, client_env(hub, alice, tmp_path / "home", HF_HUB_DISABLE_XET="1", T_REPO=repo_id))
+    got = result(check_ok(proc))
+    assert got == {"same": True, "ids": [2, 5, 7, 6, 3]}
+    files = tree(hub.api(alice), repo_id)
+    assert files["model.safetensors"].lfs is not None  # weights through LFS, as .gitattributes says
+    assert {"config.json", "tokenizer.json", "tokenizer_config.json"} <= set(files)
+
+
 # --- upload modes and .gitignore -----------------------------------------------------------------------
 
 def test_upload_mode_follows_gitattributes_binary_samples_and_size(hub, alice, unique):
