@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import uuid
 
@@ -206,6 +207,9 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
         ("POST", f"/api/models/{pub}/auth-check/write", {}),
         ("POST", f"/api/models/{pub}/duplicate", js({"repository": f"{w.root}/duplicated"})),
         ("POST", f"/api/models/{pub}/super-squash/main", js({"message": "forged"})),
+        ("POST", f"/api/models/{pub}/lfs-files", {}),
+        ("POST", f"/api/models/{pub}/lfs-files/batch",
+         js({"deletions": {"sha": [hashlib.sha256(b"bytes of " + pub.encode()).hexdigest()], "rewriteHistory": True}})),
         ("POST", "/api/models/gpt2/commit/main", {"data": _commit_body(w),
                                                   "headers": {"Content-Type": "application/x-ndjson"}}),
         ("POST", "/gpt2/resolve/main/f.txt", {}),

@@ -453,3 +453,43 @@ def test_errors_are_the_ones_upstream_gives(hub, alice, unique):
     with pytest.raises(HfHubHTTPError, match="The branch was updated since you opened this page") as err:
         api.upload_file(path_or_fileobj=b"y", path_in_repo="y.txt", repo_id=repo_id, parent_commit=head)
     assert err.value.response.status_code == 412
+
+
+def test_lfs_files_are_listed_and_deleted_for_good_from_every_revision(hub, unique, tmp_path):
+    """A checkpoint pushed by mistake holds quota in every revision that has it; deleting it for good
+    rewrites those revisions (other files and commits stay) and gives the bytes back."""
+    name = f"hal{unique}"
+    token = hub.manage("hub_token", name, "--quota", "1GB").stdout.strip().splitlines()[-1]
+    api = hub.api(token)
+    repo_id = f"{name}/lfs-files"
+    api.create_repo(repo_id)
+    mistake, keep = os.urandom(500_000), os.urandom(100_000)
+    api.upload_file(path_or_fileobj=mistake, path_in_repo="ckpt/step-1.bin", repo_id=repo_id)
+    api.upload_file(path_or_fileobj=keep, path_in_repo="model.safetensors", repo_id=repo_id)
+    api.upload_file(path_or_fileobj=b"notes", path_in_repo="notes.txt", repo_id=repo_id)
+    api.create_branch(repo_id, branch="exp")
+    api.upload_file(path_or_fileobj=mistake, path_in_repo="again/copy.bin", repo_id=repo_id, revision="exp")
+    api.delete_file("ckpt/step-1.bin", repo_id)  # gone from main's head, still in its history
+
+    listed = {f.filename: f for f in api.list_lfs_files(repo_id)}
+    assert set(listed) == {"ckpt/step-1.bin", "model.safetensors"}  # (each object once: where first pushed)
+    assert listed["ckpt/step-1.bin"].size == len(mistake) and listed["ckpt/step-1.bin"].ref == "main"
+    assert listed["ckpt/step-1.bin"].oid == sha256(mistake)
+
+    def used() -> int:
+        return requests.get(f"{hub.url}/api/quota", headers={"Authorization": f"Bearer {token}"},
+                            timeout=30).json()["used"]
+
+    before = used()
+    titles = [c.title for c in api.list_repo_commits(repo_id)]
+    api.permanently_delete_lfs_files(repo_id, [listed["ckpt/step-1.bin"]])
+    assert {f.filename for f in api.list_lfs_files(repo_id)} == {"model.safetensors"}
+    assert used() == before - len(mistake)
+    assert [c.title for c in api.list_repo_commits(repo_id)] == titles  # the history, minus the file
+    assert set(api.list_repo_files(repo_id, revision="exp")) == {".gitattributes", "model.safetensors", "notes.txt"}
+    for commit in api.list_repo_commits(repo_id):
+        assert "ckpt/step-1.bin" not in api.list_repo_files(repo_id, revision=commit.commit_id)
+    assert open(api.hf_hub_download(repo_id, "model.safetensors", cache_dir=tmp_path), "rb").read() == keep
+    with pytest.raises(HfHubHTTPError) as err:  # only writers see and delete
+        list(hub.api(hub.cached_token("bob")).list_lfs_files(repo_id))
+    assert err.value.response.status_code in (403, 404)

@@ -11,7 +11,7 @@ API = r"^api/(?P<prefix>models|datasets)/" + NAME
 FILE_PREFIX = r"^(?P<prefix>datasets/|)" + NAME
 # What follows a repo id in the API's URLs.
 ENDPOINTS = ["revision", "tree", "paths-info", "preupload", "commit", "commits", "refs", "branch", "tag",
-             "settings", "auth-check", "duplicate", "super-squash", "discussions", "xet-read-token", "xet-write-token"]
+             "settings", "auth-check", "duplicate", "super-squash", "lfs-files", "discussions", "xet-read-token", "xet-write-token"]
 
 urlpatterns = [
     re_path(r"^api/whoami-v2$", views.whoami),
@@ -36,6 +36,8 @@ urlpatterns = [
     re_path(API + r"/auth-check(?:/(?P<write>write))?$", views.auth_check),
     re_path(API + r"/duplicate$", views.duplicate_repo),
     re_path(API + r"/super-squash/" + REV + r"$", views.super_squash),
+    re_path(API + r"/lfs-files$", views.lfs_files),
+    re_path(API + r"/lfs-files/batch$", views.lfs_files_delete),
     re_path(API + r"/xet-(?:read|write)-token/.*$", views.xet_token),
     re_path(FILE_PREFIX + r"\.git/info/lfs/objects/batch$", views.lfs_batch),
     re_path(FILE_PREFIX + r"\.git/info/lfs/verify$", views.lfs_verify),

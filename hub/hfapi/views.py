@@ -35,7 +35,7 @@ from hub.errors import (
 )
 from hub.hfapi import serializers as ser
 from hub.quotas import services as quota_services
-from hub.repos import attributes, blobs, cards, services, serving, trees
+from hub.repos import attributes, blobs, cards, history, services, serving, trees
 from hub.repos.models import Repo, UploadSession
 from hub.repos.services import Actor
 from hub.repos.validation import check_dir_path, check_path
@@ -483,6 +483,38 @@ def super_squash(request: HttpRequest, prefix: str, ns: str, name: str, rev: str
     title = str(data.get("message") or f"Super-squash branch '{rev}'")
     commit = services.do_super_squash(Actor.from_request(request), repo, rev, title=title)
     return JsonResponse({"commitOid": commit.oid})
+
+
+@require_http_methods(["GET"])
+def lfs_files(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    """HfApi.list_lfs_files: the repo's LFS objects, each with where it was first pushed (for its
+    writers: it is the list they pick from to delete for good)."""
+    repo = _repo(request, prefix, ns, name, write=True)
+    rows = history.lfs_files(repo, after=request.GET.get("cursor") or None, limit=history.PAGE + 1)
+    more = len(rows) > history.PAGE
+    rows = rows[:history.PAGE]
+    resp = JsonResponse([{"fileOid": r.blob_id, "oid": r.blob_id, "size": r.blob.size, "filename": r.path,
+                          "ref": r.ref or None, "pushedAt": ser.hf_date(r.created or r.blob.created)}
+                         for r in rows], safe=False)
+    if more:
+        _paginate(request, resp, {"cursor": rows[-1].blob_id})
+    return resp
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def lfs_files_delete(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    """HfApi.permanently_delete_lfs_files: every file with these bytes leaves every revision."""
+    repo = _repo(request, prefix, ns, name, write=True)
+    deletions = read_json(request).get("deletions")
+    if not isinstance(deletions, dict) or not isinstance(deletions.get("sha"), list):
+        raise BadRequest("expected {\"deletions\": {\"sha\": [sha256, ...], \"rewriteHistory\": true}}")
+    shas = deletions["sha"]
+    for sha in shas:
+        blobs.check_sha256(sha)
+    rewritten = history.do_delete_lfs_files(Actor.from_request(request), repo, shas,
+                                            rewrite_history=deletions.get("rewriteHistory", True) is not False)
+    return JsonResponse({"deleted": len(shas), "rewrittenCommits": rewritten})
 
 
 # --- downloads --------------------------------------------------------------------------------------

@@ -145,10 +145,16 @@ class BlobProof(models.Model):
 
 
 class RepoBlob(models.Model):
-    """Which blobs a repo's commits reference (any revision): for quotas and garbage collection."""
+    """Which blobs a repo's commits reference (any revision): for quotas and garbage collection.
+    Where the repo first held them (path, ref, when, as LFS or not) is what `list_lfs_files` shows;
+    `lfs` is None on rows from before it was recorded (hub.repos.history fills them in)."""
 
     repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="blob_refs")
     blob = models.ForeignKey(Blob, on_delete=models.PROTECT, related_name="repo_refs")
+    path = models.CharField(max_length=1024, blank=True, default="")
+    ref = models.CharField(max_length=200, blank=True, default="")
+    lfs = models.BooleanField(null=True, blank=True)
+    created = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["repo", "blob"], name="repoblob_unique")]

@@ -218,7 +218,8 @@ def do_create_repo(actor: Actor, namespace: str | None, name: str, repo_type: st
     commit = _new_commit(repo, None, root, actor.user, "initial commit", "", files, size)
     Ref.objects.create(repo=repo, kind=Ref.BRANCH, name=repo.default_branch, commit=commit)
     quotas.charge(quotas.lock(ns), {blob.sha256: blob.size})
-    RepoBlob.objects.get_or_create(repo=repo, blob=blob)
+    RepoBlob.objects.get_or_create(repo=repo, blob=blob, defaults={
+        "path": ".gitattributes", "lfs": False, "ref": repo.default_branch, "created": commit.created})
     Repo.objects.filter(pk=repo.pk).update(head_sha=commit.oid, file_count=files, total_size=size)
     repo.refresh_from_db()
     return repo
@@ -488,7 +489,12 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
                 raise BadRequest(f"{len(gone)} file(s) of this commit (e.g. sha256 {gone[0]}) are no longer stored: "
                                  "they were removed as unreferenced; upload them again")
             quotas.charge(ns, sizes, reservations=ops.reservations)
-            RepoBlob.objects.bulk_create([RepoBlob(repo=repo, blob_id=b) for b in ops.blobs], ignore_conflicts=True)
+            first = {}
+            for path, entry in ops.puts:
+                first.setdefault(entry.ref, (path, entry.lfs))
+            RepoBlob.objects.bulk_create([RepoBlob(repo=repo, blob_id=b, path=first[b][0], lfs=first[b][1], ref=branch,
+                                                   created=commit.created) for b in ops.blobs],
+                                         ignore_conflicts=True)
         fields = {"last_modified": commit.created}
         if branch == repo.default_branch:
             fields.update(head_sha=commit.oid, file_count=files, total_size=size)
