@@ -11,7 +11,8 @@ API = r"^api/(?P<prefix>models|datasets)/" + NAME
 FILE_PREFIX = r"^(?P<prefix>datasets/|)" + NAME
 # What follows a repo id in the API's URLs.
 ENDPOINTS = ["revision", "tree", "paths-info", "preupload", "commit", "commits", "refs", "branch", "tag",
-             "settings", "auth-check", "duplicate", "super-squash", "discussions", "xet-read-token", "xet-write-token"]
+             "settings", "auth-check", "duplicate", "super-squash", "discussions", "xet-read-token", "xet-write-token",
+             "user-access-request"]
 
 urlpatterns = [
     re_path(r"^api/whoami-v2$", views.whoami),
@@ -37,6 +38,9 @@ urlpatterns = [
     re_path(API + r"/duplicate$", views.duplicate_repo),
     re_path(API + r"/super-squash/" + REV + r"$", views.super_squash),
     re_path(API + r"/xet-(?:read|write)-token/.*$", views.xet_token),
+    re_path(API + r"/user-access-request/(?P<status>pending|accepted|rejected)$", views.access_requests),
+    re_path(API + r"/user-access-request/handle$", views.handle_access_request),
+    re_path(API + r"/user-access-request/grant$", views.grant_access),
     re_path(FILE_PREFIX + r"\.git/info/lfs/objects/batch$", views.lfs_batch),
     re_path(FILE_PREFIX + r"\.git/info/lfs/verify$", views.lfs_verify),
     re_path(FILE_PREFIX + r"/resolve/" + REV + r"/(?P<path>.+)$", views.resolve),
