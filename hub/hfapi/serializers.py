@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from hub.catalog.services import render_markdown
 from hub.repos import blobs, trees
-from hub.repos.models import AccessRequest, Commit, Repo
+from hub.repos.models import AccessRequest, Commit, Repo, RepoLike
 
 
 def hf_date(dt: datetime) -> str:
@@ -99,3 +99,14 @@ def access_request(req: AccessRequest) -> dict:
             "fields": req.fields or None,
             **({"rejectionReason": req.rejection_reason} if req.status == AccessRequest.REJECTED else {})}
 
+
+def liker(like: RepoLike) -> dict:
+    """As huggingface_hub's User reads it (list_repo_likers). This hub keeps no avatars."""
+    user = like.user
+    return {"user": user.username, "fullname": user.get_full_name() or user.username, "avatarUrl": "",
+            "type": "user"}
+
+
+def liked(like: RepoLike) -> dict:
+    """One entry of a user's likes (list_liked_repos)."""
+    return {"createdAt": hf_date(like.created), "repo": {"name": like.repo.repo_id, "type": like.repo.type}}

@@ -35,7 +35,7 @@ from hub.errors import (
 )
 from hub.hfapi import serializers as ser
 from hub.quotas import services as quota_services
-from hub.repos import attributes, blobs, cards, gating, services, serving, trees
+from hub.repos import attributes, blobs, cards, gating, likes, services, serving, trees
 from hub.repos.models import Repo, UploadSession
 from hub.repos.services import Actor
 from hub.repos.validation import check_dir_path, check_path
@@ -317,7 +317,7 @@ def auth_check(request: HttpRequest, prefix: str, ns: str, name: str, write: str
     return JsonResponse({"id": repo.repo_id, "access": "write" if write else "read"})
 
 
-# --- gated repos' access requests -----------------------------------------------------------------
+# --- gated repos' access requests, and likes ----------------------------------------------------------
 
 def _before(request: HttpRequest) -> int | None:
     """The row id a `cursor` (the last one of the previous page) stands for."""
@@ -362,6 +362,39 @@ def grant_access(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonR
     data = read_json(request)
     repo = _repo(request, prefix, ns, name)
     return JsonResponse(ser.access_request(gating.do_grant_access(Actor.from_request(request), repo, data.get("user"))))
+
+
+@csrf_exempt
+@require_http_methods(["POST", "DELETE"])
+def like(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    """POST likes the repo, DELETE (HfApi.unlike) takes the like back; both idempotent."""
+    actor = Actor.from_request(request)
+    repo = _repo(request, prefix, ns, name)
+    (likes.do_unlike if request.method == "DELETE" else likes.do_like)(actor, repo)
+    return JsonResponse({})
+
+
+@require_http_methods(["GET"])
+def likers(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    """HfApi.list_repo_likers: whoever may read the repo may see who likes it."""
+    rows = likes.likers(_repo(request, prefix, ns, name), before=_before(request), limit=PAGE)
+    return _page(request, rows, [ser.liker(r) for r in rows])
+
+
+@require_http_methods(["GET"])
+def user_likes(request: HttpRequest, username: str) -> JsonResponse:
+    """HfApi.list_liked_repos: the repos the user likes that the caller may see."""
+    rows = likes.liked_by(Actor.from_request(request), username, before=_before(request), limit=PAGE)
+    return _page(request, rows, [ser.liked(r) for r in rows])
+
+
+def repo_info_or_no_namespace(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
+    """/api/models/X/like, /api/models/X/settings, …: read (GET), the info of the repo X/like; any
+    other method, an endpoint of the one-part id X, which names no repo here (RepoNotFound, as
+    upstream answers HfApi.unlike("gpt2") for a missing repo)."""
+    if request.method == "GET":
+        return repo_info(request, prefix, ns, name)
+    return no_namespace(request, ns)
 
 
 # --- trees ------------------------------------------------------------------------------------------

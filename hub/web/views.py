@@ -13,7 +13,7 @@ from hub.catalog import services as catalog
 from hub.errors import HubError
 from hub.hfapi.views import base_url
 from hub.mirrors import services as mirrors
-from hub.repos import gating
+from hub.repos import gating, likes
 from hub.repos import services as repos
 from hub.repos.models import AccessRequest, Repo
 from hub.web.pages import actor_of, anonymous_cache, form_action, page, user_of
@@ -67,7 +67,7 @@ def _gate_open(request: HttpRequest, repo: Repo) -> bool:
 def _context(request: HttpRequest, repo: Repo, tab: str, **extra) -> dict:
     """What every tab of a repo page shows: the header, the catalog entry, whether it is mirrored,
     whether its files are open to the caller (gated repos need their access request accepted) and
-    where that request stands."""
+    where that request stands, whether the caller likes it."""
     web = catalog.web_path(repo.type, repo.repo_id)
     entry = catalog.entry_of(repo)
     actor = actor_of(request)
@@ -76,6 +76,7 @@ def _context(request: HttpRequest, repo: Repo, tab: str, **extra) -> dict:
             "catalogued": entry is not None and entry.source != entry.CARD,
             "gate_open": _gate_open(request, repo),
             "gate_request": gating.request_of(actor, repo) if repo.gated else None,
+            "liked": likes.likes_repo(actor, repo),
             "kind": "datasets" if repo.type == Repo.DATASET else "models",
             "nav": "datasets" if repo.type == Repo.DATASET else "models", **extra}
 
@@ -185,6 +186,17 @@ def accept_gate(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpRe
                                   "and its files open to you once one of them accepts yours.")
     elif made is None or made.status == AccessRequest.ACCEPTED:
         messages.success(request, f"You accepted the conditions of {repo.repo_id}: its files are yours to download.")
+    return redirect(catalog.web_path(repo.type, repo.repo_id))
+
+
+@login_required
+@require_POST
+@page
+def like(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
+    """The like button: `liked` is what the person wants it to be (1 or 0), so a form sent twice
+    does what it said once."""
+    repo = _repo(request, prefix, ns, name)
+    (likes.do_like if request.POST.get("liked") == "1" else likes.do_unlike)(actor_of(request), repo)
     return redirect(catalog.web_path(repo.type, repo.repo_id))
 
 
