@@ -320,6 +320,14 @@ def test_likes_are_counted_once_per_person_and_listed_both_ways(hub, alice, bob,
     hub.api(bob).unlike(dataset, repo_type="dataset")
     assert api.dataset_info(dataset).likes == 0
 
+    erin = f"erin-{unique}"  # a person deleted (by an operator) takes their likes with them
+    assert like(hub, hub.token(erin), repo).status_code == 200
+    assert api.model_info(repo).likes == 2
+    hub.manage("shell", "-c", "from django.contrib.auth import get_user_model; "
+                              f"get_user_model().objects.filter(username='{erin}').delete()")
+    assert api.model_info(repo).likes == 1
+    assert [u.username for u in api.list_repo_likers(repo)] == ["alice"]
+
 
 def test_private_repos_can_be_liked_and_seen_only_by_those_who_read_them(hub, alice, bob, unique):
     api = hub.api(alice)

@@ -46,6 +46,12 @@ def do_unlike(actor: Actor, repo: Repo) -> bool:
     return bool(removed)
 
 
+def forget_likes_of(sender, instance, **kwargs) -> None:
+    """pre_delete of a user, whose likes the deletion cascades away: each repo they liked counts one
+    fewer. Runs inside the deletion's transaction, before the rows go."""
+    Repo.objects.filter(liked_by__user=instance).update(likes=F("likes") - 1)
+
+
 def likes_repo(actor: Actor, repo: Repo) -> bool:
     return actor.user is not None and RepoLike.objects.filter(user=actor.user, repo=repo).exists()
 
