@@ -62,6 +62,7 @@ def do_request_access(actor: Actor, repo: Repo, fields: dict | None = None) -> A
                         "page, or with a write token")
     if not repo.gated:
         raise BadRequest(f"{repo.repo_id} is not gated: there is nothing to accept")
+    fields = check_fields(fields)
     if role_in(actor.user, repo.namespace) is not None:
         return None
     auto = repo.gate_mode == Repo.AUTO
@@ -69,7 +70,7 @@ def do_request_access(actor: Actor, repo: Repo, fields: dict | None = None) -> A
     try:
         with transaction.atomic():
             return AccessRequest.objects.create(repo=repo, user=actor.user, status=status,
-                                                fields=check_fields(fields),
+                                                fields=fields,
                                                 decided=timezone.now() if auto else None)
     except IntegrityError:
         pass  # asked before (or at the same moment)

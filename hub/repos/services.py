@@ -284,7 +284,7 @@ def do_update_settings(actor: Actor, repo: Repo, *, private: bool | None = None,
     """`gated` as upstream: False, "auto" or "manual" (None leaves it). Switching the mode keeps the
     access requests as they are: accepted ones stay open, pending ones wait."""
     check_can_write(actor, repo.namespace)
-    if gated not in (None, False, Repo.AUTO, Repo.MANUAL):
+    if not (gated is None or gated is False or gated in (Repo.AUTO, Repo.MANUAL)):
         raise BadRequest(f"gated must be false, 'auto' or 'manual', not {gated!r}")
     if private is not None:
         Repo.objects.filter(pk=repo.pk).update(private=private)
