@@ -136,6 +136,28 @@ WRITES = {
     "settings": lambda w, repo: ("PUT", f"/api/models/{repo}/settings", {}),
 }
 
+# Routes of people's own doing rather than the repo's: liking it (a write in the caller's name, on
+# anything they can read), and the gate's access requests (its namespace's writers only, and only
+# where there is a gate).
+PEOPLE = {
+    "like": lambda w, repo: ("POST", f"/api/models/{repo}/like", None),
+    "access_requests": lambda w, repo: ("GET", f"/api/models/{repo}/user-access-request/pending", None),
+}
+
+
+def people_expectation(endpoint: str, actor: str, resource: str) -> str | int:
+    if actor == "instance":
+        return 403  # neither is in an instance token's scope
+    if endpoint == "access_requests":
+        want = write_expectation(actor, resource)
+        return 400 if want == OK and resource != "gated" else want  # no gate, no requests
+    if actor in ("anonymous", "revoked"):
+        return 401 if actor == "revoked" or read_expectation(actor, resource, download=False) == OK else 404
+    readable = read_expectation(actor, resource, download=False) == OK
+    if not readable:
+        return 404
+    return 403 if actor == "read_only" else OK
+
 
 WEB = {
     "web_repo_page": lambda w, repo: ("GET", f"/{repo}", None),
@@ -182,15 +204,17 @@ def send(w: World, actor: str, method: str, path: str, body, *, web: bool = Fals
 CASES = ([(e, a, r, "read") for e in READS for a in ACTORS for r in RESOURCES]
          + [(e, a, r, "web") for e in WEB for a in ACTORS for r in RESOURCES]
          + [(e, a, r, "download") for e in DOWNLOADS for a in ACTORS for r in RESOURCES]
-         + [(e, a, r, "write") for e in WRITES for a in ACTORS for r in RESOURCES])
+         + [(e, a, r, "write") for e in WRITES for a in ACTORS for r in RESOURCES]
+         + [(e, a, r, "people") for e in PEOPLE for a in ACTORS for r in RESOURCES])
 
 
 @pytest.mark.parametrize("endpoint, actor, resource, kind", CASES)
 def test_repo_endpoints(world, endpoint, actor, resource, kind):
-    table = {"read": READS, "download": DOWNLOADS, "write": WRITES, "web": WEB}[kind]
+    table = {"read": READS, "download": DOWNLOADS, "write": WRITES, "web": WEB, "people": PEOPLE}[kind]
     method, path, body = table[endpoint](world, world.repos[resource])
     resp = send(world, actor, method, path, body, web=kind == "web")
     want = (write_expectation(actor, resource) if kind == "write"
+            else people_expectation(endpoint, actor, resource) if kind == "people"
             else web_expectation(actor, resource) if kind == "web"
             else read_expectation(actor, resource, download=kind == "download"))
     assert outcome(resp) == want, f"{method} {path} as {actor}: {resp.status_code} {resp.text[:300]}"

@@ -98,6 +98,15 @@ class World:
         api.update_repo_settings(self.gated, gated="auto")
         self.head = api.repo_info(self.pub).sha
         root = auth(self.root_token)
+        # bob's access to the gated repo is there to be rejected; carol has none, to be granted; root's
+        # like of pub is there to be taken back.
+        self.bob, self.carol = f"dbob{s}", f"dcarol{s}"
+        r = requests.post(f"{hub.url}/api/v1/repos/model/{self.gated}/access", headers=auth(hub.token(self.bob)),
+                          timeout=30)
+        assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
+        hub.token(self.carol)
+        r = requests.post(f"{hub.url}/api/models/{self.pub}/like", headers=root, timeout=30)
+        assert r.status_code == 200, r.text
         put = requests.put(f"{hub.url}/api/volume/files/secret.txt", data=b"root's own", headers=root, timeout=30)
         assert put.status_code == 201, put.text
         r = requests.post(f"{hub.url}/api/volume/uploads", json={"path": "big.bin", "size": 20 * 2**20},
@@ -214,6 +223,15 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
                                                   "headers": {"Content-Type": "application/x-ndjson"}}),
         ("POST", "/gpt2/resolve/main/f.txt", {}),
         ("POST", f"/api/models/{pub}/xet-write-token/main", {}),
+        ("POST", f"/api/models/{gated}/user-access-request/accepted", {}),
+        ("POST", f"/api/models/{gated}/user-access-request/handle", js({"user": w.bob, "status": "rejected",
+                                                                         "rejectionReason": "forged"})),
+        ("POST", f"/api/models/{gated}/user-access-request/grant", js({"user": w.carol})),
+        ("POST", f"/api/models/{gated}/like", {}),
+        ("DELETE", f"/api/models/{pub}/like", {}),
+        ("POST", f"/api/models/{pub}/likers", {}),
+        ("POST", f"/api/users/{w.root}/likes", {}),
+        ("DELETE", "/api/models/gpt2/like", {}),
         ("POST", f"/{pub}.git/info/lfs/objects/batch", js({"operation": "upload",
                                                             "objects": [{"oid": SHA, "size": 1000}]})),
         ("POST", f"/{pub}.git/info/lfs/verify", js({"oid": SHA, "size": 1000})),
@@ -251,6 +269,10 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
         ("POST", f"/{pub}/commit/{w.head}", {}),
         ("POST", f"/{pub}/refs", {}),
         ("POST", f"/{gated}/access", {}),
+        ("POST", f"/{gated}/like", form({"liked": "1"})),
+        ("POST", f"/{gated}/access-requests", {}),
+        ("POST", f"/{gated}/access-requests/handle", form({"user": w.bob, "status": "rejected"})),
+        ("POST", f"/{gated}/access-requests/grant", form({"user": w.carol})),
     ]
 
 

@@ -447,6 +447,55 @@ def test_a_gated_repo_shows_its_conditions_and_opens_once_accepted(site, page, u
     assert '"hidden": true' in page.locator(".file-view pre").inner_text()
 
 
+def test_a_manual_gate_shows_the_request_waiting_and_its_owner_reviews_it_on_a_page(site, page, browser,
+                                                                                      unique) -> None:
+    """The reader asks, sees the request wait, then its rejection with the owner's reason, then the
+    files; the owner handles it on the repo's access-requests page. No page breaks the CSP."""
+    owner, reader = f"gina-{unique}", f"hank-{unique}"
+    api = site.api(site.token(owner))
+    repo_id = f"{owner}/reviewed"
+    api.create_repo(repo_id)
+    api.upload_file(path_or_fileobj=b'{"reviewed": true}\n', path_in_repo="config.json", repo_id=repo_id)
+    api.update_repo_settings(repo_id, gated="manual")
+    page.add_init_script(CSP_WATCH)
+
+    sign_in(page, site, reader)
+    page.goto(f"{site.url}/{repo_id}")
+    assert "request access" in page.locator("#gate h2").inner_text()
+    page.click("#gate button:has-text('I agree')")
+    assert "authors review each request" in page.locator(".messages").inner_text()
+    assert page.locator("#gate[data-status=pending]").count() == 1
+    page.goto(f"{site.url}/{repo_id}/blob/main/config.json")
+    assert '"reviewed": true' not in page.locator(".file-view").inner_text()  # still closed
+    page.click("#like button")  # and the reader likes it meanwhile
+    assert page.locator("#likes").inner_text() == "1" and "Liked" in page.locator("#like").inner_text()
+
+    boss = browser.new_context(viewport={"width": 1280, "height": 900})
+    boss.set_default_timeout(20_000)
+    op = boss.new_page()
+    op.add_init_script(CSP_WATCH)
+    sign_in(op, site, owner)
+    op.goto(f"{site.url}/{repo_id}")
+    op.click("#access-requests-link")
+    row = op.locator(f"#requests-pending tr[data-user='{reader}']")
+    row.locator("input[name=reason]").fill("Tell us your affiliation first")
+    row.locator("button:has-text('Reject')").click()
+    assert f"Rejected the request of {reader}" in op.locator(".messages").inner_text()
+    assert op.locator(f"#requests-rejected tr[data-user='{reader}']").count() == 1
+    shot(op, site, "access-requests")
+
+    page.goto(f"{site.url}/{repo_id}")
+    assert page.locator("#gate-reason").inner_text() == "Tell us your affiliation first"
+    op.locator(f"#requests-rejected tr[data-user='{reader}'] button:has-text('Accept')").click()
+    assert op.locator(f"#requests-accepted tr[data-user='{reader}']").count() == 1
+    page.goto(f"{site.url}/{repo_id}")
+    assert page.locator("#gate").count() == 0 and page.locator("#gate-granted").count() == 1
+    page.goto(f"{site.url}/{repo_id}/blob/main/config.json")
+    assert '"reviewed": true' in page.locator(".file-view pre").inner_text()
+    assert page.evaluate("window.__csp") == [] and op.evaluate("window.__csp") == []
+    boss.close()
+
+
 def test_a_catalog_entry_turns_ready_once_mirrored(site, page, unique, tmp_path) -> None:
     import yaml
 

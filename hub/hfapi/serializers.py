@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from hub.catalog.services import render_markdown
 from hub.repos import blobs, trees
-from hub.repos.models import Commit, Repo
+from hub.repos.models import AccessRequest, Commit, Repo, RepoLike
 
 
 def hf_date(dt: datetime) -> str:
@@ -39,7 +39,7 @@ def repo_info(repo: Repo, commit: Commit | None, *, siblings: list[dict] | None 
         "lastModified": hf_date(repo.last_modified),
         "createdAt": hf_date(repo.created),
         "private": repo.private,
-        "gated": "auto" if repo.gated else False,
+        "gated": repo.gating,
         "disabled": False,
         "downloads": repo.downloads,
         "likes": repo.likes,
@@ -87,3 +87,26 @@ def commit_info(commit: Commit, formatted: bool = False) -> dict:
     if formatted:  # (expand[]=formatted) as upstream: the title as escaped text, the message as markdown
         out["formatted"] = {"title": html.escape(commit.title), "message": render_markdown(commit.message)}
     return out
+
+
+def access_request(req: AccessRequest) -> dict:
+    """As huggingface_hub's AccessRequest reads it. The email is not listed for access an owner
+    granted: the person shared nothing (as upstream)."""
+    user = req.user
+    return {"requestId": req.request_id, "status": req.status, "timestamp": hf_date(req.created),
+            "user": {"user": user.username, "fullname": user.get_full_name() or user.username,
+                     "email": None if req.granted else (user.email or None)},
+            "fields": req.fields or None,
+            **({"rejectionReason": req.rejection_reason} if req.status == AccessRequest.REJECTED else {})}
+
+
+def liker(like: RepoLike) -> dict:
+    """As huggingface_hub's User reads it (list_repo_likers). This hub keeps no avatars."""
+    user = like.user
+    return {"user": user.username, "fullname": user.get_full_name() or user.username, "avatarUrl": "",
+            "type": "user"}
+
+
+def liked(like: RepoLike) -> dict:
+    """One entry of a user's likes (list_liked_repos)."""
+    return {"createdAt": hf_date(like.created), "repo": {"name": like.repo.repo_id, "type": like.repo.type}}

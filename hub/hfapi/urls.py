@@ -1,5 +1,7 @@
 """Routes of the Hugging Face Hub protocol. Revisions never contain '/' except the refs/... forms,
 because WSGI servers decode %2F before Django sees the path."""
+import re
+
 from django.urls import re_path
 
 from hub.accounts.middleware import accepts_api_tokens
@@ -11,7 +13,8 @@ API = r"^api/(?P<prefix>models|datasets)/" + NAME
 FILE_PREFIX = r"^(?P<prefix>datasets/|)" + NAME
 # What follows a repo id in the API's URLs.
 ENDPOINTS = ["revision", "tree", "paths-info", "preupload", "commit", "commits", "refs", "branch", "tag",
-             "settings", "auth-check", "duplicate", "super-squash", "lfs-files", "discussions", "xet-read-token", "xet-write-token"]
+             "settings", "auth-check", "duplicate", "super-squash", "lfs-files", "discussions", "xet-read-token",
+             "xet-write-token", "user-access-request", "like", "likers"]
 
 urlpatterns = [
     re_path(r"^api/whoami-v2$", views.whoami),
@@ -22,6 +25,10 @@ urlpatterns = [
     re_path(r"^api/repos/delete$", views.delete_repo),
     re_path(r"^api/repos/move$", views.move_repo),
     re_path(r"^api/(?P<prefix>models|datasets)$", views.list_repos),
+    re_path(r"^api/users/(?P<username>[A-Za-z0-9][A-Za-z0-9._-]*)/likes$", views.user_likes),
+    # X/like is both the repo X/like and the like route of the one-part id X: see the view.
+    re_path(r"^api/(?P<prefix>models|datasets)/(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>"
+            + "|".join(re.escape(e) for e in ENDPOINTS) + r")$", views.repo_info_or_no_namespace),
     re_path(API + r"$", views.repo_info),
     re_path(API + r"/revision/(?P<rev>.+)$", views.repo_info),
     re_path(API + r"/tree/" + REV + r"(?:/(?P<path>.*))?$", views.tree),
@@ -39,6 +46,11 @@ urlpatterns = [
     re_path(API + r"/lfs-files$", views.lfs_files),
     re_path(API + r"/lfs-files/batch$", views.lfs_files_delete),
     re_path(API + r"/xet-(?:read|write)-token/.*$", views.xet_token),
+    re_path(API + r"/user-access-request/(?P<status>pending|accepted|rejected)$", views.access_requests),
+    re_path(API + r"/user-access-request/handle$", views.handle_access_request),
+    re_path(API + r"/user-access-request/grant$", views.grant_access),
+    re_path(API + r"/like$", views.like),
+    re_path(API + r"/likers$", views.likers),
     re_path(FILE_PREFIX + r"\.git/info/lfs/objects/batch$", views.lfs_batch),
     re_path(FILE_PREFIX + r"\.git/info/lfs/verify$", views.lfs_verify),
     re_path(FILE_PREFIX + r"/resolve/" + REV + r"/(?P<path>.+)$", views.resolve),

@@ -35,7 +35,7 @@ from hub.errors import (
 )
 from hub.hfapi import serializers as ser
 from hub.quotas import services as quota_services
-from hub.repos import attributes, blobs, cards, history, services, serving, trees
+from hub.repos import attributes, blobs, cards, gating, history, likes, services, serving, trees
 from hub.repos.models import Repo, UploadSession
 from hub.repos.services import Actor
 from hub.repos.validation import check_dir_path, check_path
@@ -227,13 +227,8 @@ def repo_settings(request: HttpRequest, prefix: str, ns: str, name: str) -> Json
     data = read_json(request)
     repo = _repo(request, prefix, ns, name, write=True)
     private = _visibility(data) if ("visibility" in data or "private" in data) else None
-    gated = data.get("gated")
-    if gated not in (None, False, "auto"):
-        raise BadRequest("gated must be false or 'auto' (manual approval is not supported by this hub)")
-    repo = services.do_update_settings(Actor.from_request(request), repo, private=private,
-                                       gated=None if gated is None else gated == "auto")
-    repo.refresh_from_db()
-    return JsonResponse({"private": repo.private, "gated": "auto" if repo.gated else False})
+    repo = services.do_update_settings(Actor.from_request(request), repo, private=private, gated=data.get("gated"))
+    return JsonResponse({"private": repo.private, "gated": repo.gating})
 
 
 @csrf_exempt
@@ -320,6 +315,86 @@ def auth_check(request: HttpRequest, prefix: str, ns: str, name: str, write: str
     repo = _repo(request, prefix, ns, name, write=bool(write))
     services.check_gate(actor, repo)
     return JsonResponse({"id": repo.repo_id, "access": "write" if write else "read"})
+
+
+# --- gated repos' access requests, and likes ----------------------------------------------------------
+
+def _before(request: HttpRequest) -> int | None:
+    """The row id a `cursor` (the last one of the previous page) stands for."""
+    after = decode_cursor(request.GET.get("cursor"))
+    if after is None:
+        return None
+    if not after.isdigit():
+        raise BadRequest("invalid cursor: pass the one of the previous page's Link")
+    return int(after)
+
+
+def _page(request: HttpRequest, rows: list, items: list[dict]) -> JsonResponse:
+    resp = JsonResponse(items, safe=False)
+    if len(rows) == PAGE:
+        _paginate(request, resp, {"cursor": encode_cursor(str(rows[-1].pk))})
+    return resp
+
+
+@require_http_methods(["GET"])
+def access_requests(request: HttpRequest, prefix: str, ns: str, name: str, status: str) -> JsonResponse:
+    """HfApi.list_{pending,accepted,rejected}_access_requests: for writers of the repo's namespace."""
+    repo = _repo(request, prefix, ns, name)
+    rows = gating.list_requests(Actor.from_request(request), repo, status, before=_before(request), limit=PAGE)
+    return _page(request, rows, [ser.access_request(r) for r in rows])
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def handle_access_request(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    """HfApi.accept/reject/cancel_access_request: {user or requestId, status, rejectionReason?}."""
+    data = read_json(request)
+    repo = _repo(request, prefix, ns, name)
+    gating.do_handle_request(Actor.from_request(request), repo, data.get("status"), user=data.get("user"),
+                             request_id=data.get("requestId"), rejection_reason=data.get("rejectionReason"))
+    return JsonResponse({})
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def grant_access(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    """HfApi.grant_access: {user}."""
+    data = read_json(request)
+    repo = _repo(request, prefix, ns, name)
+    return JsonResponse(ser.access_request(gating.do_grant_access(Actor.from_request(request), repo, data.get("user"))))
+
+
+@csrf_exempt
+@require_http_methods(["POST", "DELETE"])
+def like(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    """POST likes the repo, DELETE (HfApi.unlike) takes the like back; both idempotent."""
+    actor = Actor.from_request(request)
+    repo = _repo(request, prefix, ns, name)
+    (likes.do_unlike if request.method == "DELETE" else likes.do_like)(actor, repo)
+    return JsonResponse({})
+
+
+@require_http_methods(["GET"])
+def likers(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
+    """HfApi.list_repo_likers: whoever may read the repo may see who likes it."""
+    rows = likes.likers(_repo(request, prefix, ns, name), before=_before(request), limit=PAGE)
+    return _page(request, rows, [ser.liker(r) for r in rows])
+
+
+@require_http_methods(["GET"])
+def user_likes(request: HttpRequest, username: str) -> JsonResponse:
+    """HfApi.list_liked_repos: the repos the user likes that the caller may see."""
+    rows = likes.liked_by(Actor.from_request(request), username, before=_before(request), limit=PAGE)
+    return _page(request, rows, [ser.liked(r) for r in rows])
+
+
+def repo_info_or_no_namespace(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
+    """/api/models/X/like, /api/models/X/settings, …: read (GET), the info of the repo X/like; any
+    other method, an endpoint of the one-part id X, which names no repo here (RepoNotFound, as
+    upstream answers HfApi.unlike("gpt2") for a missing repo)."""
+    if request.method == "GET":
+        return repo_info(request, prefix, ns, name)
+    return no_namespace(request, ns)
 
 
 # --- trees ------------------------------------------------------------------------------------------

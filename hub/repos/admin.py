@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from hub.repos.models import Blob, Commit, Ref, Repo, RepoRedirect, UploadSession
+from hub.repos.models import AccessRequest, Blob, Commit, Ref, Repo, RepoLike, RepoRedirect, UploadSession
 
 
 class RefInline(admin.TabularInline):
@@ -13,10 +13,10 @@ class RefInline(admin.TabularInline):
 
 @admin.register(Repo)
 class RepoAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "private", "file_count", "total_size", "downloads", "last_modified")
-    list_filter = ("type", "private")
+    list_display = ("__str__", "private", "gated", "file_count", "total_size", "downloads", "likes", "last_modified")
+    list_filter = ("type", "private", "gated", "gate_mode")
     search_fields = ("name", "namespace__name")
-    readonly_fields = ("head_sha", "file_count", "total_size", "created", "last_modified", "card_data")
+    readonly_fields = ("head_sha", "file_count", "total_size", "created", "last_modified", "card_data", "likes")
     inlines = [RefInline]
 
 
@@ -85,3 +85,36 @@ class UploadSessionAdmin(admin.ModelAdmin):
     list_display = ("id", "sha256", "size", "state", "user", "created", "expires")
     list_filter = ("state",)
     readonly_fields = [f.name for f in UploadSession._meta.fields]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows only domain functions write (a count or a decision hangs on them): shown, never edited here."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(AccessRequest)
+class AccessRequestAdmin(ReadOnlyAdmin):
+    """Requests for gated repos' files; the repo's owners handle them on its access-requests page or
+    through huggingface_hub's *_access_request calls."""
+
+    list_display = ("user", "repo", "status", "created", "decided", "decided_by", "granted")
+    list_filter = ("status", "granted")
+    search_fields = ("user__username", "repo__name", "repo__namespace__name")
+    list_select_related = ("user", "repo__namespace", "decided_by")
+
+
+@admin.register(RepoLike)
+class RepoLikeAdmin(ReadOnlyAdmin):
+    """Likes, which Repo.likes counts (hub.repos.likes keeps the two together)."""
+
+    list_display = ("user", "repo", "created")
+    search_fields = ("user__username", "repo__name", "repo__namespace__name")
+    list_select_related = ("user", "repo__namespace")

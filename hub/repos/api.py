@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from hub.catalog.services import not_mirrored_notice
 from hub.cursors import decode_cursor, encode_cursor
 from hub.errors import BadRequest, NotFound, Unauthorized
-from hub.repos import blobs, manifest, services
+from hub.repos import blobs, gating, manifest, services
 from hub.repos.models import Repo, UploadSession
 from hub.repos.services import Actor
 from hub.repos.validation import check_dir_path
@@ -175,14 +175,22 @@ UUID = r"(?P<upload_id>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 
 AccessSchema = inline_serializer("GateAccess", {
     "repo": serializers.CharField(), "gated": serializers.BooleanField(),
+    "approval": serializers.ChoiceField([Repo.AUTO, Repo.MANUAL], allow_null=True, help_text=(
+        "auto: a request is accepted as it is made; manual: the repo's owners review each one")),
     "conditions": serializers.CharField(help_text="what the caller agrees to"),
-    "accepted": serializers.BooleanField(help_text="whether the caller may download the files")})
+    "accepted": serializers.BooleanField(help_text="whether the caller may download the files"),
+    "status": serializers.ChoiceField(list(gating.STATUSES), allow_null=True,
+                                      help_text="the caller's request: null if they made none (or need none)"),
+    "rejection_reason": serializers.CharField(allow_null=True, help_text="why the owners rejected the request")})
+AccessRequestBody = inline_serializer("GateAccessRequest", {
+    "fields": serializers.DictField(required=False, help_text="answers to the gate's questions, if it asks any")})
 
 
 class GateAccessView(APIView):
     permission_classes = [AllowAny]  # access_repo and the services decide
 
-    @extend_schema(operation_id="repo_access_status", summary="A gated repo's conditions and whether you accepted them",
+    @extend_schema(operation_id="repo_access_status",
+                   summary="A gated repo's conditions, and where your access request stands",
                    parameters=[OpenApiParameter("repo_type", OpenApiTypes.STR, OpenApiParameter.PATH,
                                                 enum=list(TYPES))],
                    responses={200: AccessSchema, 404: ErrorSchema})
@@ -191,14 +199,20 @@ class GateAccessView(APIView):
         repo = services.access_repo(actor, TYPES[repo_type], ns, name)
         return Response(self._state(actor, repo))
 
-    @extend_schema(operation_id="repo_access_accept", summary="Accept a gated repo's conditions",
+    @extend_schema(operation_id="repo_access_accept",
+                   summary="Accept a gated repo's conditions: ask for access",
+                   description="On an automatic gate the request is accepted at once; on a manual one it is "
+                               "pending until an owner of the repo accepts it (`status`).",
                    parameters=[OpenApiParameter("repo_type", OpenApiTypes.STR, OpenApiParameter.PATH,
                                                 enum=list(TYPES))],
-                   request=None, responses={200: AccessSchema, 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema})
+                   request=AccessRequestBody,
+                   responses={200: AccessSchema, 400: ErrorSchema, 401: ErrorSchema, 403: ErrorSchema,
+                              404: ErrorSchema})
     def post(self, request: Request, repo_type: str, ns: str, name: str) -> Response:
         actor = Actor.from_request(request)
         repo = services.access_repo(actor, TYPES[repo_type], ns, name)
-        services.do_accept_gate(actor, repo)
+        data = request.data if isinstance(request.data, dict) else {}
+        gating.do_request_access(actor, repo, data.get("fields"))
         return Response(self._state(actor, repo))
 
     @staticmethod
@@ -210,7 +224,11 @@ class GateAccessView(APIView):
             accepted = True
         except GatedRepo:
             accepted = False
-        return {"repo": repo.repo_id, "gated": repo.gated, "conditions": repo.gate_prompt, "accepted": accepted}
+        mine = gating.request_of(actor, repo)
+        return {"repo": repo.repo_id, "gated": repo.gated, "approval": repo.gate_mode if repo.gated else None,
+                "conditions": repo.gate_prompt, "accepted": accepted,
+                "status": mine.status if mine else None,
+                "rejection_reason": (mine.rejection_reason or None) if mine else None}
 
 
 urlpatterns = [

@@ -46,9 +46,15 @@ class Repo(models.Model):
     name = models.CharField(max_length=96)
     type = models.CharField(max_length=8, choices=TYPES, default=MODEL)
     private = models.BooleanField(default=False)
-    # Gated ("auto", as upstream): anyone who can see the repo sees its files listed, but downloads
-    # need the caller to accept its conditions first (members of its namespace need not).
+    # Gated, as upstream: anyone who can see the repo sees its files listed, but downloads need the
+    # caller's access request accepted first (members of its namespace need not). On an "auto" gate
+    # a request is accepted as it is made; on a "manual" one it waits for a writer of the namespace
+    # to accept it (hub.repos.gating).
+    AUTO, MANUAL = "auto", "manual"
     gated = models.BooleanField(default=False)
+    gate_mode = models.CharField(max_length=8, choices=[(AUTO, "auto: accepted at once"),
+                                                        (MANUAL, "manual: the owners review each request")],
+                                 default=AUTO)
     gate_prompt = models.TextField(blank=True, help_text="the conditions shown before access is granted")
     default_branch = models.CharField(max_length=200, default="main")
     created = models.DateTimeField(auto_now_add=True)
@@ -80,6 +86,11 @@ class Repo(models.Model):
     @property
     def repo_id(self) -> str:
         return f"{self.namespace.name}/{self.name}"
+
+    @property
+    def gating(self) -> str | bool:
+        """The gate as the Hugging Face protocol names it: False, "auto" or "manual"."""
+        return self.gate_mode if self.gated else False
 
     def save(self, *args, **kwargs) -> None:
         self.sort_name = sort_name(self.namespace.name, self.name)
@@ -234,12 +245,53 @@ class UploadSession(models.Model):
         return max(1, -(-self.size // self.part_size))
 
 
-class GateAcceptance(models.Model):
-    """A user accepted a gated repo's conditions: they may download its files."""
+class AccessRequest(models.Model):
+    """A user's request for a gated repo's files, one per user and repo (hub.repos.gating). It is
+    accepted as it is made on an "auto" gate and pending on a "manual" one until a writer of the
+    repo's namespace accepts or rejects it; they may also move it back to pending (cancel) or grant
+    access to someone who never asked. Only an accepted request opens the files."""
 
-    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="gate_acceptances")
+    PENDING, ACCEPTED, REJECTED = "pending", "accepted", "rejected"
+    STATUSES = [(PENDING, "pending"), (ACCEPTED, "accepted"), (REJECTED, "rejected")]
+
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="access_requests")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    accepted = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(max_length=8, choices=STATUSES, default=PENDING)
+    created = models.DateTimeField(auto_now_add=True, help_text="when it was asked for (or granted)")
+    # Whoever handled it last, when, and why a rejection (shown to the requester).
+    decided = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    rejection_reason = models.CharField(max_length=200, blank=True)
+    # What the requester filled in, if the gate asked for more than agreement.
+    fields = models.JSONField(default=dict, blank=True)
+    # Given by an owner without a request: the person shared nothing, so their email is not listed.
+    granted = models.BooleanField(default=False)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["repo", "user"], name="gate_accepted_once")]
+        constraints = [models.UniqueConstraint(fields=["repo", "user"], name="access_request_once")]
+        indexes = [models.Index(fields=["repo", "status", "-id"], name="access_request_list")]
+
+    @property
+    def request_id(self) -> str:
+        """The id huggingface_hub's AccessRequest carries (24 hex, as upstream's)."""
+        return f"{self.pk:024x}"
+
+    def __str__(self) -> str:
+        return f"{self.user} → {self.repo} ({self.status})"
+
+
+class RepoLike(models.Model):
+    """A user likes a repo. Repo.likes counts these rows; only hub.repos.likes writes either, in one
+    transaction, so the count stays right."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="liked_by")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "repo"], name="repolike_once")]
+        indexes = [models.Index(fields=["repo", "-id"], name="repolike_likers")]
+
+    def __str__(self) -> str:
+        return f"{self.user} ♥ {self.repo}"

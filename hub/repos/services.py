@@ -29,9 +29,9 @@ from hub.repos import blobs, trees
 from hub.repos.cards import check_card, split_card
 from hub.repos.models import (
     GITATTRIBUTES,
+    AccessRequest,
     Blob,
     Commit,
-    GateAcceptance,
     Ref,
     Repo,
     RepoBlob,
@@ -75,6 +75,11 @@ def _role(user, namespace: Namespace) -> str | None:
         return Membership.ADMIN
     m = Membership.objects.filter(namespace=namespace, user=user).values_list("role", flat=True).first()
     return m
+
+
+def role_in(user, namespace: Namespace) -> str | None:
+    """The user's role in the namespace (its own user and superusers are admins), None for outsiders."""
+    return _role(user, namespace)
 
 
 def visible_repos(user) -> QuerySet[Repo]:
@@ -141,36 +146,35 @@ def _not_found(actor: Actor, repo_type: str, namespace: str, name: str) -> RepoN
 
 
 def check_gate(actor: Actor, repo: Repo) -> None:
-    """Downloads of a gated repo need its conditions accepted (its namespace's members need not)."""
+    """Downloads of a gated repo need the caller's access request accepted (its namespace's members
+    need none). Each refusal says what the person can do next: ask, wait for the owners, or nothing."""
     if not repo.gated:
         return
     kind = "dataset" if repo.type == Repo.DATASET else "model"
     where = f"/{'datasets/' if repo.type == Repo.DATASET else ''}{repo.repo_id}"
     if actor.user is None:
-        err = GatedRepo(f"Access to {kind} {repo.repo_id} is restricted: log in (pass a token) and accept its "
-                        f"conditions at {where} first")
+        err = GatedRepo(f"Access to {kind} {repo.repo_id} is restricted: log in (pass a token) and "
+                        f"{'request access' if repo.gate_mode == Repo.MANUAL else 'accept its conditions'} "
+                        f"at {where} first")
         err.status = 401
         raise err
     if _role(actor.user, repo.namespace) is not None:
         return
-    if not GateAcceptance.objects.filter(repo=repo, user=actor.user).exists():
-        raise GatedRepo(f"Access to {kind} {repo.repo_id} is restricted and you are not in the authorized list: "
-                        f"accept its conditions at {where} "
-                        f"(or POST /api/v1/repos/{kind}/{repo.repo_id}/access) to download its files")
-
-
-def do_accept_gate(actor: Actor, repo: Repo) -> bool:
-    """The caller accepts the repo's conditions. Returns True if this is new."""
-    if actor.user is None:
-        raise Unauthorized("log in (pass a token) to accept a repo's conditions")
-    if actor.instance_id is not None or not actor.can_write:
-        # Accepting is a change made in the person's name: not for a read-only or an instance token.
-        raise Forbidden("this token cannot accept a repo's conditions (it is read-only or an instance's); "
-                        "accept them on the repo's page, or with a write token")
-    if not repo.gated:
-        raise BadRequest(f"{repo.repo_id} is not gated: there is nothing to accept")
-    _, created = GateAcceptance.objects.get_or_create(repo=repo, user=actor.user)
-    return created
+    found = (AccessRequest.objects.filter(repo=repo, user=actor.user)
+             .values_list("status", "rejection_reason").first())
+    status, reason = found or (None, "")
+    if status == AccessRequest.ACCEPTED:
+        return
+    if status == AccessRequest.PENDING:
+        raise GatedRepo(f"Your request to access {kind} {repo.repo_id} is awaiting a review from the repo authors: "
+                        "you can download its files once one of them accepts it")
+    if status == AccessRequest.REJECTED:
+        raise GatedRepo(f"Your request to access {kind} {repo.repo_id} was rejected by the repo authors"
+                        + (f": {reason}" if reason else ""))
+    ask = ("request access" if repo.gate_mode == Repo.MANUAL else "accept its conditions")
+    raise GatedRepo(f"Access to {kind} {repo.repo_id} is restricted and you are not in the authorized list: "
+                    f"{ask} at {where} (or POST /api/v1/repos/{kind}/{repo.repo_id}/access) to download its files"
+                    + (" (its authors review each request)" if repo.gate_mode == Repo.MANUAL else ""))
 
 
 def check_can_write(actor: Actor, namespace: Namespace, role: str | None = "?") -> None:
@@ -276,13 +280,19 @@ def do_duplicate_repo(actor: Actor, source: Repo, namespace: str, name: str, *, 
     return repo
 
 
-def do_update_settings(actor: Actor, repo: Repo, *, private: bool | None = None, gated: bool | None = None,
+def do_update_settings(actor: Actor, repo: Repo, *, private: bool | None = None, gated: str | bool | None = None,
                        gate_prompt: str | None = None) -> Repo:
+    """`gated` as upstream: False, "auto" or "manual" (None leaves it). Switching the mode keeps the
+    access requests as they are: accepted ones stay open, pending ones wait."""
     check_can_write(actor, repo.namespace)
+    if not (gated is None or gated is False or gated in (Repo.AUTO, Repo.MANUAL)):
+        raise BadRequest(f"gated must be false, 'auto' or 'manual', not {gated!r}")
     if private is not None:
         Repo.objects.filter(pk=repo.pk).update(private=private)
-    if gated is not None:
-        Repo.objects.filter(pk=repo.pk).update(gated=gated)
+    if gated is False:
+        Repo.objects.filter(pk=repo.pk).update(gated=False)
+    elif gated is not None:
+        Repo.objects.filter(pk=repo.pk).update(gated=True, gate_mode=gated)
     if gate_prompt is not None:
         Repo.objects.filter(pk=repo.pk).update(gate_prompt=gate_prompt[:10_000])
     repo.refresh_from_db()

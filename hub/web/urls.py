@@ -42,4 +42,8 @@ urlpatterns = [
     re_path(REPO + r"/commit/(?P<sha>[0-9a-f]{40})$", views.commit),
     re_path(REPO + r"/refs$", views.refs),
     re_path(REPO + r"/access$", views.accept_gate),
+    re_path(REPO + r"/like$", views.like),
+    re_path(REPO + r"/access-requests$", views.access_requests),
+    re_path(REPO + r"/access-requests/handle$", views.handle_access_request),
+    re_path(REPO + r"/access-requests/grant$", views.grant_access),
 ]

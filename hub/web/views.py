@@ -3,6 +3,7 @@ Each view parses, calls hub.catalog / hub.repos services, and renders."""
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import redirect, render
@@ -12,12 +13,14 @@ from hub.catalog import services as catalog
 from hub.errors import HubError
 from hub.hfapi.views import base_url
 from hub.mirrors import services as mirrors
+from hub.repos import gating, likes
 from hub.repos import services as repos
-from hub.repos.models import Repo
-from hub.web.pages import actor_of, anonymous_cache, page, user_of
+from hub.repos.models import AccessRequest, Repo
+from hub.web.pages import actor_of, anonymous_cache, form_action, page, user_of
 
 KINDS = {"datasets": Repo.DATASET, "models": Repo.MODEL}
 HISTORY_PAGE = 30
+REQUESTS_PAGE = 500  # per list on the owners' page (the API pages through all of them)
 
 
 @require_GET
@@ -63,15 +66,27 @@ def _gate_open(request: HttpRequest, repo: Repo) -> bool:
 
 def _context(request: HttpRequest, repo: Repo, tab: str, **extra) -> dict:
     """What every tab of a repo page shows: the header, the catalog entry, whether it is mirrored,
-    whether its files are open to the caller (gated repos need their conditions accepted)."""
+    whether its files are open to the caller (gated repos need their access request accepted) and
+    where that request stands, whether the caller likes it."""
     web = catalog.web_path(repo.type, repo.repo_id)
     entry = catalog.entry_of(repo)
+    actor = actor_of(request)
     return {"repo": repo, "entry": entry, "tab": tab, "web": web, "mirrored": catalog.is_mirrored(repo),
             # a curated entry (seed file, sample) whose files may be waiting to be mirrored
             "catalogued": entry is not None and entry.source != entry.CARD,
             "gate_open": _gate_open(request, repo),
+            "gate_request": gating.request_of(actor, repo) if repo.gated else None,
+            "liked": likes.likes_repo(actor, repo),
             "kind": "datasets" if repo.type == Repo.DATASET else "models",
             "nav": "datasets" if repo.type == Repo.DATASET else "models", **extra}
+
+
+def _manages_requests(request: HttpRequest, repo: Repo) -> bool:
+    try:
+        gating.check_manage_requests(actor_of(request), repo)
+    except HubError:
+        return False
+    return True
 
 
 @page
@@ -84,6 +99,8 @@ def repo_page(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResp
     ctx["facts"] = catalog.card_facts(repo, ctx["entry"], card.meta if card else {})
     ctx["snippets"] = catalog.snippets(repo, base_url(request), catalog.example_file(commit), ctx["entry"])
     ctx["mirror_jobs"] = [mirrors.job_progress(j) for j in mirrors.recent_jobs(repo, 1)]
+    if request.user.is_authenticated and _manages_requests(request, repo):
+        ctx["pending_requests"] = gating.count_pending(repo)
     return render(request, "web/repo.html", ctx)
 
 
@@ -163,9 +180,67 @@ def accept_gate(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpRe
     repo = _repo(request, prefix, ns, name)
     if not request.user.is_authenticated:
         return redirect(f"/accounts/login?next={request.path.removesuffix('/access')}")
-    repos.do_accept_gate(actor_of(request), repo)
-    messages.success(request, f"You accepted the conditions of {repo.repo_id}: its files are yours to download.")
+    made = gating.do_request_access(actor_of(request), repo)
+    if made is not None and made.status == AccessRequest.PENDING:
+        messages.success(request, f"You asked for access to {repo.repo_id}: its authors review each request, "
+                                  "and its files open to you once one of them accepts yours.")
+    elif made is None or made.status == AccessRequest.ACCEPTED:
+        messages.success(request, f"You accepted the conditions of {repo.repo_id}: its files are yours to download.")
     return redirect(catalog.web_path(repo.type, repo.repo_id))
+
+
+@login_required
+@require_POST
+@page
+def like(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
+    """The like button: `liked` is what the person wants it to be (1 or 0), so a form sent twice
+    does what it said once."""
+    repo = _repo(request, prefix, ns, name)
+    (likes.do_like if request.POST.get("liked") == "1" else likes.do_unlike)(actor_of(request), repo)
+    return redirect(catalog.web_path(repo.type, repo.repo_id))
+
+
+# --- a gated repo's access requests, for its owners ---------------------------------------------------------
+
+def _requests_page(request: HttpRequest, prefix: str, ns: str, name: str) -> str:
+    return f"/{prefix}{ns}/{name}/access-requests"
+
+
+@login_required
+@require_GET
+@page
+def access_requests(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
+    repo = _repo(request, prefix, ns, name)
+    actor = actor_of(request)
+    lists = [(status, gating.list_requests(actor, repo, status, limit=REQUESTS_PAGE)) for status in gating.STATUSES]
+    return render(request, "web/access_requests.html", _context(request, repo, "access", lists=lists,
+                                                                 limit=REQUESTS_PAGE))
+
+
+@login_required
+@require_POST
+@form_action(_requests_page)
+def handle_access_request(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
+    repo = _repo(request, prefix, ns, name)
+    status = request.POST.get("status") or ""
+    reason = (request.POST.get("reason") or "").strip() if status == AccessRequest.REJECTED else None
+    done = gating.do_handle_request(actor_of(request), repo, status, user=request.POST.get("user") or "",
+                                    rejection_reason=reason)
+    said = {AccessRequest.ACCEPTED: "Accepted the request of {}: they can download the files.",
+            AccessRequest.REJECTED: "Rejected the request of {}.",
+            AccessRequest.PENDING: "Moved the request of {} back to pending: they cannot download the files."}
+    messages.success(request, said[done.status].format(done.user.username))
+    return redirect(_requests_page(request, prefix, ns, name))
+
+
+@login_required
+@require_POST
+@form_action(_requests_page)
+def grant_access(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
+    repo = _repo(request, prefix, ns, name)
+    done = gating.do_grant_access(actor_of(request), repo, (request.POST.get("user") or "").strip())
+    messages.success(request, f"Granted {done.user.username} access to {repo.repo_id}.")
+    return redirect(_requests_page(request, prefix, ns, name))
 
 
 @require_GET
