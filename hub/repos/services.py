@@ -66,6 +66,11 @@ def _role(user, namespace: Namespace) -> str | None:
     return m
 
 
+def namespace_role(user, namespace: Namespace) -> str | None:
+    """The user's role in the namespace (admin for its owner and for superusers), or None."""
+    return _role(user, namespace)
+
+
 def visible_repos(user) -> QuerySet[Repo]:
     """Repos the user may read: public ones, plus private ones of their namespaces."""
     qs = Repo.objects.select_related("namespace")
@@ -248,13 +253,16 @@ def do_move_repo(actor: Actor, repo: Repo, to_namespace: str, to_name: str) -> R
 # --- revisions --------------------------------------------------------------------------------------
 
 def resolve_revision(repo: Repo, revision: str | None) -> Commit:
-    """A branch, tag (also as refs/heads/x, refs/tags/x), or full or short (≥7 hex) commit id."""
+    """A branch, tag (also as refs/heads/x, refs/tags/x), pull request (refs/pr/N), or full or short
+    (≥7 hex) commit id."""
     rev = revision or repo.default_branch
     kinds = [Ref.BRANCH, Ref.TAG]
     if rev.startswith("refs/heads/"):
         rev, kinds = rev[len("refs/heads/"):], [Ref.BRANCH]
     elif rev.startswith("refs/tags/"):
         rev, kinds = rev[len("refs/tags/"):], [Ref.TAG]
+    elif rev.startswith("refs/pr/"):
+        rev, kinds = rev[len("refs/pr/"):], [Ref.PR]
     refs = {r.kind: r for r in Ref.objects.select_related("commit").filter(repo=repo, name=rev, kind__in=kinds)}
     for kind in kinds:
         if kind in refs:
@@ -362,18 +370,23 @@ def _new_commit(repo: Repo, parent: Commit | None, tree: str, user, title: str, 
 
 
 def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: str, message: str = "",
-              parent_commit: str | None = None) -> Commit:
+              parent_commit: str | None = None, pr_ref: Ref | None = None) -> Commit:
     """Commits `ops` on `branch`.
 
     Bytes are already in the store (CommitOps verified them); this writes only metadata. The branch
     moves with a conditional update, so of two commits racing on one head exactly one wins and the
-    other gets 409; a stale `parent_commit` gets 412."""
-    check_can_write(actor, repo.namespace)
+    other gets 409; a stale `parent_commit` gets 412.
+
+    With `pr_ref` the commit goes to that pull request's ref (refs/pr/N) instead, `branch` naming it
+    in messages; its caller (hub.discussions) has authorized the actor for that pull request, which
+    needs no write access to the repo's branches."""
+    if pr_ref is None:
+        check_can_write(actor, repo.namespace)
     if not ops:
         raise BadRequest("the commit changes nothing")
     if not title.strip():
         raise BadRequest("a commit needs a title (summary)")
-    ref = Ref.objects.select_related("commit").filter(repo=repo, kind=Ref.BRANCH, name=branch).first()
+    ref = pr_ref or Ref.objects.select_related("commit").filter(repo=repo, kind=Ref.BRANCH, name=branch).first()
     if ref is None:
         if Ref.objects.filter(repo=repo, kind=Ref.TAG, name=branch).exists():
             raise BadRequest(f"{branch!r} is a tag; commits go to branches")
@@ -498,8 +511,9 @@ def _schedule_prune(repo: Repo) -> None:
 
 
 def reachable_blobs(repo: Repo) -> tuple[set[int], set[str]]:
-    """(ids of commits reachable from a branch or tag, sha256 of every blob their trees hold).
-    Each tree node is read once however many commits share it."""
+    """(ids of commits reachable from a ref — branch, tag or pull request (refs/pr/N, open, closed or
+    merged: its files stay readable) —, sha256 of every blob their trees hold). Each tree node is
+    read once however many commits share it."""
     parents = dict(Commit.objects.filter(repo=repo).values_list("id", "parent_id"))
     heads = set(Ref.objects.filter(repo=repo).values_list("commit_id", flat=True))
     reachable: set[int] = set()
@@ -530,7 +544,7 @@ def reachable_blobs(repo: Repo) -> tuple[set[int], set[str]]:
 
 
 def do_prune_repo(repo: Repo) -> int:
-    """Drops commits no branch or tag reaches any more, and the repo's references to blobs only they
+    """Drops commits no ref reaches any more, and the repo's references to blobs only they
     held; the account gets those bytes back unless something else of it references them. Returns
     the bytes given back."""
     reachable, shas = reachable_blobs(repo)
