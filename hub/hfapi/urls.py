@@ -3,12 +3,13 @@ because WSGI servers decode %2F before Django sees the path."""
 from django.urls import re_path
 
 from hub.accounts.middleware import accepts_api_tokens
-from hub.hfapi import views
+from hub.hfapi import discussions, views
 
 NAME = r"(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*?)"
 REV = r"(?P<rev>refs/(?:pr|convert|heads|tags)/[^/]+|[^/]+)"
 API = r"^api/(?P<prefix>models|datasets)/" + NAME
 FILE_PREFIX = r"^(?P<prefix>datasets/|)" + NAME
+NUM = r"/discussions/(?P<num>[0-9]{1,9})"
 
 urlpatterns = [
     re_path(r"^api/whoami-v2$", views.whoami),
@@ -29,6 +30,14 @@ urlpatterns = [
     re_path(API + r"/tag/" + REV + r"$", views.tag),
     re_path(API + r"/settings$", views.repo_settings),
     re_path(API + r"/xet-(?:read|write)-token/.*$", views.xet_token),
+    re_path(API + r"/discussions$", discussions.discussions_view),
+    re_path(API + NUM + r"$", discussions.details),
+    re_path(API + NUM + r"/comment$", discussions.comment),
+    re_path(API + NUM + r"/comment/(?P<comment_id>[0-9A-Fa-f]{1,24})/edit$", discussions.edit_comment),
+    re_path(API + NUM + r"/comment/(?P<comment_id>[0-9A-Fa-f]{1,24})/hide$", discussions.hide_comment),
+    re_path(API + NUM + r"/title$", discussions.title),
+    re_path(API + NUM + r"/status$", discussions.status),
+    re_path(API + NUM + r"/merge$", discussions.merge),
     re_path(FILE_PREFIX + r"\.git/info/lfs/objects/batch$", views.lfs_batch),
     re_path(FILE_PREFIX + r"\.git/info/lfs/verify$", views.lfs_verify),
     re_path(FILE_PREFIX + r"/resolve/" + REV + r"/(?P<path>.+)$", views.resolve),
