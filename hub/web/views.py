@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from hub.catalog import services as catalog
+from hub.discussions import services as discussions
 from hub.errors import HubError
 from hub.hfapi.views import base_url
 from hub.mirrors import services as mirrors
@@ -70,6 +71,7 @@ def _context(request: HttpRequest, repo: Repo, tab: str, **extra) -> dict:
             # a curated entry (seed file, sample) whose files may be waiting to be mirrored
             "catalogued": entry is not None and entry.source != entry.CARD,
             "gate_open": _gate_open(request, repo),
+            "open_discussions": discussions.count_open(repo),
             "kind": "datasets" if repo.type == Repo.DATASET else "models",
             "nav": "datasets" if repo.type == Repo.DATASET else "models", **extra}
 
