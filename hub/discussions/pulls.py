@@ -30,7 +30,10 @@ from hub.repos import services as repos
 from hub.repos.models import Commit, Ref, Repo
 from hub.repos.services import Actor
 
-DIFF_FILE_MAX = 512 * 1024  # text files larger than this show as changed without their lines
+# A diff shows the lines of text files up to DIFF_FILE_MAX bytes, for its first DIFF_FILES files and
+# DIFF_TOTAL_MAX bytes of diff (each file is a read from the store); the rest are named only.
+DIFF_FILE_MAX = 512 * 1024
+DIFF_FILES = 200
 DIFF_TOTAL_MAX = 4 * 1024 * 1024
 CONFLICTS_NAMED = 20
 
@@ -193,8 +196,8 @@ def diff_text(changes: list[treediff.Change]) -> str:
     files (what git stores), text files line by line up to a size, other files as binary."""
     out: list[str] = []
     size = 0
-    for c in changes:
-        part = _file_diff(c, with_lines=size < DIFF_TOTAL_MAX)
+    for i, c in enumerate(changes):
+        part = _file_diff(c, with_lines=i < DIFF_FILES and size < DIFF_TOTAL_MAX)
         size += len(part)
         out.append(part)
     return "".join(out)
