@@ -173,15 +173,13 @@ def test_upload_folder_and_create_commit_open_pull_requests_against_any_branch(h
                              parent_commit=first, create_pr=True, **kw)
     at_four = files_at(four.pr_revision)
     assert (at_four["keep.txt"], at_four["from-old.txt"]) == (b"keep\n", b"old\n")
-    # a pull request targets a branch: a tag is refused, a missing revision is not found
+    # a pull request targets a branch: a tag, a commit id or a missing branch is not found, as upstream
     api.create_tag(repo, tag="v1", repo_type="dataset")
-    with pytest.raises(HfHubHTTPError) as err:
-        api.create_commit(operations=[CommitOperationAdd("t.txt", b"t")], commit_message="To a tag", revision="v1",
-                          create_pr=True, **kw)
-    assert status_of(err) == 400 and "not a branch" in str(err.value)
-    with pytest.raises(RevisionNotFoundError):
-        api.create_commit(operations=[CommitOperationAdd("t.txt", b"t")], commit_message="Nowhere",
-                          revision="no-such-branch", create_pr=True, **kw)
+    for revision in ("v1", first, "no-such-branch"):
+        with pytest.raises(RevisionNotFoundError) as err:
+            api.create_commit(operations=[CommitOperationAdd("t.txt", b"t")], commit_message="Not to a branch",
+                              revision=revision, create_pr=True, **kw)
+        assert "is not a branch" in str(err.value)
     assert [d.num for d in api.get_repo_discussions(repo, repo_type="dataset")] == [4, 3, 2, 1]
 
 

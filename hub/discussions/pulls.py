@@ -77,8 +77,9 @@ def check_commit(actor: Actor, repo: Repo, revision: str, *, create_pr: bool) ->
                              "to it without create_pr")
         branch = revision.removeprefix("refs/heads/")
         if not Ref.objects.filter(repo=repo, kind=Ref.BRANCH, name=branch).exists():
-            repos.resolve_revision(repo, revision)  # RevisionNotFound if it names nothing at all
-            raise BadRequest(f"a pull request targets a branch, and {revision!r} is not a branch of {repo.repo_id}")
+            # (a tag or a commit id too, as upstream: there is no such branch to merge into)
+            raise RevisionNotFound(f"a pull request targets a branch, and {revision!r} is not a branch of "
+                                   f"{repo.repo_id}")
         return Target(repo, None, branch)
     discussion = access_pull_request(repo, revision)
     if actor.user.pk != discussion.author_id and not services.is_maintainer(actor, repo):
