@@ -128,7 +128,10 @@ def do_commit(actor: Actor, target: Target, ops: repos.CommitOps, *, title: str,
 
 
 def _pr_title(title: str) -> str:
+    """A commit's summary as a pull request's title, within the titles' bounds."""
     title = title.strip()
+    if len(title) > services.TITLE_MAX:
+        return title[:services.TITLE_MAX - 1].rstrip() + "…"
     return title if len(title) >= services.TITLE_MIN else f"{title} (pull request)".strip()
 
 
