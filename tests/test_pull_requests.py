@@ -181,6 +181,11 @@ def test_upload_folder_and_create_commit_open_pull_requests_against_any_branch(h
                               revision=revision, create_pr=True, **kw)
         assert "is not a branch" in str(err.value)
     assert [d.num for d in api.get_repo_discussions(repo, repo_type="dataset")] == [4, 3, 2, 1]
+    # a commit summary longer than a title may be is shortened for the pull request's title
+    long = api.create_commit(operations=[CommitOperationAdd("long.txt", b"l")], commit_message="L" * 300,
+                             create_pr=True, **kw)
+    title = api.get_discussion_details(repo, long.pr_num, repo_type="dataset").title
+    assert len(title) == 200 and title.endswith("L…")
 
 
 def test_bob_opens_a_pull_request_on_alices_public_repo_and_alice_merges_it(hub, alice, bob, carol, unique,
