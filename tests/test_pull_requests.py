@@ -355,6 +355,33 @@ def test_discussions_are_listed_in_pages(hub, alice, unique):
     assert [d.num for d in api.get_repo_discussions(repo)] == list(range(53, 0, -1))
 
 
+def test_discussions_and_pull_requests_opened_at_once_get_distinct_numbers(hub, alice, bob, unique, hf_cache):
+    from concurrent.futures import ThreadPoolExecutor
+
+    api = hub.api(alice)
+    repo = f"alice/race-{unique}"
+    api.create_repo(repo)
+
+    def talk(i: int) -> int:
+        r = requests.post(f"{hub.url}/api/models/{repo}/discussions", headers=auth(bob), timeout=60,
+                          json={"title": f"Question {i}", "description": f"asked by thread {i}"})
+        assert r.status_code == 200, r.text
+        return r.json()["num"]
+
+    def propose(i: int) -> int:
+        return hub.api(alice).upload_file(path_or_fileobj=f"proposal {i}\n".encode(), path_in_repo="p.txt",
+                                          repo_id=repo, create_pr=True, commit_message=f"Proposal {i}").pr_num
+
+    with ThreadPoolExecutor(8) as pool:
+        talks = [pool.submit(talk, i) for i in range(8)]
+        prs = [(i, pool.submit(propose, i)) for i in range(4)]
+        nums = [f.result() for f in talks] + [f.result() for _, f in prs]
+    assert sorted(nums) == list(range(1, 13))
+    for i, f in prs:  # each pull request has its own ref, with its own bytes
+        assert download(hub, alice, repo, "p.txt", hf_cache, revision=f"refs/pr/{f.result()}") == \
+            f"proposal {i}\n".encode()
+
+
 # --- merging ------------------------------------------------------------------------------------------
 
 
