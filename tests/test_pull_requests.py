@@ -630,12 +630,15 @@ def test_a_browser_comments_and_merges_under_the_content_security_policy(hub, al
         pytest.skip(f"no Chromium at {chromium}")
     from playwright.sync_api import sync_playwright
 
-    from tests.test_web import CSP_WATCH
+    from tests.test_web import CSP_WATCH, PHONE, SHOTS
 
     api = hub.api(alice)
     repo = f"alice/browser-{unique}"
     api.create_repo(repo)
     pr = hub.api(bob).upload_file(path_or_fileobj=b"hello\n", path_in_repo="hello.txt", repo_id=repo, create_pr=True)
+    deep = "/".join(["a-rather-long-directory-name"] * 6) + "/and-an-even-longer-file-name-without-breaks.safetensors"
+    long_pr = hub.api(bob).upload_file(path_or_fileobj=b"w", path_in_repo=deep, repo_id=repo, create_pr=True,
+                                       commit_message="Averyveryverylongtitlewithoutanyspaceswhatsoever" * 3)
     hub.manage("hub_password", "alice", "--password", PASSWORD)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-dev-shm-usage"])
@@ -657,6 +660,14 @@ def test_a_browser_comments_and_merges_under_the_content_security_policy(hub, al
         page.click("#merge")
         page.wait_for_selector("#d-status:text('merged')")
         assert page.evaluate("window.__csp") == []
+        # on a phone nothing scrolls sideways, long paths and titles included
+        phone = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        for path in (f"/{repo}/discussions?status=all", f"/{repo}/discussions/{pr.pr_num}",
+                     f"/{repo}/discussions/{long_pr.pr_num}"):
+            phone.goto(hub.url + path)
+            assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], path
+        phone.screenshot(path=str(SHOTS / f"{hub.name}-phone-pull-request.png"), full_page=True)
         browser.close()
     assert download(hub, None, repo, "hello.txt", hf_cache) == b"hello\n"
 
