@@ -4,10 +4,13 @@ edit_discussion_comment, hide_discussion_comment, rename_discussion, change_disc
 merge_pull_request), as a thin adapter over hub.discussions: the JSON shapes, then the views."""
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from hub.catalog.services import render_markdown
 from hub.discussions import pulls
 from hub.discussions import services as discussions
 from hub.discussions.models import Discussion, Event
@@ -44,8 +47,6 @@ def event_json(event: Event) -> dict:
     if event.kind != Event.COMMENT:
         out["data"] = dict(event.data)
         return out
-    from hub.catalog.services import render_markdown
-
     latest = {"raw": event.content, "html": render_markdown(event.content) if event.content else "",
               "updatedAt": hf_date(event.edited_at or event.created)}
     _with_author(latest, event.edited_by or event.author)
@@ -58,8 +59,6 @@ def event_json(event: Event) -> dict:
 
 
 def _iso_to_hf(value: str | None) -> str | None:
-    from datetime import datetime
-
     return hf_date(datetime.fromisoformat(value)) if value else None
 
 
