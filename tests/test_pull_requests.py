@@ -454,6 +454,29 @@ def test_merging_applies_changes_and_refuses_conflicts(hub, alice, unique, hf_ca
     assert download(hub, alice, repo, "file.test", hf_cache) == b"Content"
 
 
+def test_a_pull_request_whose_start_commit_is_gone_counts_from_what_its_branch_holds(hub, alice, unique,
+                                                                                     hf_cache):
+    """A history rewrite (deleting LFS files for good gives every ref new commits) can take away the
+    commit a pull request started at: its changes then count from the newest commit of its history
+    that its branch holds too, and it still merges as before."""
+    api = hub.api(alice)
+    repo = f"alice/rebased-{unique}"
+    api.create_repo(repo)
+    api.create_commit(repo, commit_message="base", operations=[CommitOperationAdd("a.txt", b"a1\n"),
+                                                                 CommitOperationAdd("b.txt", b"b1\n")])
+    pr = api.create_commit(repo, commit_message="Change a", create_pr=True,
+                           operations=[CommitOperationAdd("a.txt", b"a2\n")])
+    api.upload_file(path_or_fileobj=b"c\n", path_in_repo="c.txt", repo_id=repo)
+    before = api.get_discussion_details(repo, pr.pr_num)
+    hub.manage("shell", "-c", "from hub.discussions.models import Discussion; "
+               f"Discussion.objects.filter(repo__name='rebased-{unique}').update(base_oid='f' * 40)")
+    after = api.get_discussion_details(repo, pr.pr_num)
+    assert after.diff == before.diff and "+a2" in after.diff and after.conflicting_files == []
+    api.merge_pull_request(repo, pr.pr_num)
+    files = read_snapshot(api.snapshot_download(repo, cache_dir=str(hf_cache)))
+    assert (files["a.txt"], files["b.txt"], files["c.txt"]) == (b"a2\n", b"b1\n", b"c\n")
+
+
 # --- who may ------------------------------------------------------------------------------------------
 
 

@@ -152,16 +152,38 @@ def state(discussion: Discussion) -> State:
     if ref is None:
         raise RevisionNotFound(f"revision refs/pr/{discussion.num} not found in {repo.repo_id}")
     head = ref.commit
-    base = Commit.objects.filter(repo=repo, oid=discussion.base_oid).first() or head
-    store = trees.NodeStore()
-    changes = list(treediff.diff(store, base.tree, head.tree))
     target_head = (Ref.objects.select_related("commit")
                    .filter(repo=repo, kind=Ref.BRANCH, name=discussion.target_branch).first())
     target_head = target_head.commit if target_head else None
+    base = _base(discussion, head, target_head)
+    store = trees.NodeStore()
+    changes = list(treediff.diff(store, base.tree, head.tree))
     conflicts: list[str] = []
     if discussion.is_active and target_head is not None and changes:
         conflicts = _conflicts(store, base, target_head, changes)
     return State(head, base, changes, conflicts, target_head)
+
+
+def _base(discussion: Discussion, head: Commit, target_head: Commit | None) -> Commit:
+    """The commit the pull request's changes count from: the one it started at — or, if that commit
+    is gone (a history rewrite gives every ref new commits), the newest commit of its history that
+    its target branch holds too; failing both, its head (no changes)."""
+    repo = discussion.repo
+    found = Commit.objects.filter(repo=repo, oid=discussion.base_oid).first()
+    if found is not None or target_head is None:
+        return found or head
+    parents = dict(Commit.objects.filter(repo=repo).values_list("id", "parent_id"))
+    theirs = set()
+    cur = target_head.id
+    while cur is not None and cur not in theirs:
+        theirs.add(cur)
+        cur = parents.get(cur)
+    cur = head.id
+    while cur is not None:
+        if cur in theirs:
+            return Commit.objects.get(pk=cur)
+        cur = parents.get(cur)
+    return head
 
 
 def _conflicts(store: trees.NodeStore, base: Commit, target_head: Commit, changes: list[treediff.Change]
