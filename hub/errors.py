@@ -92,6 +92,24 @@ class Conflict(HubError):
     status, code = 409, "Conflict"
 
 
+class DiscussionNotFound(HubError):
+    """No discussion or pull request of that number on a repo the caller can read."""
+
+    status, code = 404, "DiscussionNotFound"
+
+
+class MergeConflict(Conflict):
+    """A pull request's changes touch files its target branch changed since the pull request
+    started: merging would overwrite them, so it is refused, naming them (also as a list in the
+    body's filesWithConflicts, upstream's name)."""
+
+    code = "MergeConflict"
+
+    def __init__(self, message: str, files: list[str]) -> None:
+        super().__init__(message)
+        self.body = {"filesWithConflicts": files}
+
+
 class CompletionInProgress(HubError):
     """Another request is completing this upload session: come back (Retry-After), do not start over."""
 
@@ -195,7 +213,7 @@ def error_response(err: HubError) -> HttpResponse:
     if isinstance(err, RepoMoved) and "Location" not in err.headers:
         # Named in a body (a move, a delete), not in the URL: nothing to redirect, so "not here".
         status, code = RepoNotFound.status, RepoNotFound.code
-    resp = JsonResponse({"error": err.message, "code": code}, status=status)
+    resp = JsonResponse({"error": err.message, "code": code, **getattr(err, "body", {})}, status=status)
     resp["X-Error-Code"] = code
     # Header values must be latin-1 without control characters (a message may quote a hostile path).
     resp["X-Error-Message"] = _CONTROL.sub(" ", err.message).encode("latin-1", "replace").decode("latin-1")

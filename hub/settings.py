@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "hub.instances",
     "hub.catalog",
     "hub.mirrors",
+    "hub.discussions",
     "hub.hfapi",
     "hub.web",
 ]

@@ -97,6 +97,10 @@ class World:
         api.create_tag(self.pub, tag="v1")
         api.update_repo_settings(self.gated, gated="auto")
         self.head = api.repo_info(self.pub).sha
+        # a pull request (with its opening comment) for the discussion routes to aim at
+        self.pr = api.upload_file(path_or_fileobj=b"proposed", path_in_repo="p.txt", repo_id=self.pub, create_pr=True,
+                                  commit_description="please review").pr_num
+        self.comment = api.get_discussion_details(self.pub, self.pr).events[0].id
         root = auth(self.root_token)
         # bob's access to the gated repo is there to be rejected; carol has none, to be granted; root's
         # like of pub is there to be taken back.
@@ -232,6 +236,19 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
         ("POST", f"/api/models/{pub}/likers", {}),
         ("POST", f"/api/users/{w.root}/likes", {}),
         ("DELETE", "/api/models/gpt2/like", {}),
+        ("POST", f"/api/models/{pub}/preupload/main?create_pr=1", js({"files": [{"path": "w.bin", "size": 5}]})),
+        ("POST", f"/api/models/{pub}/commit/main?create_pr=1", {"data": _commit_body(w),
+                                                                "headers": {"Content-Type": "application/x-ndjson"}}),
+        ("POST", f"/api/models/{pub}/commit/refs%2Fpr%2F{w.pr}", {"data": _commit_body(w),
+                                                                 "headers": {"Content-Type": "application/x-ndjson"}}),
+        ("POST", f"/api/models/{pub}/discussions", js({"title": "forged", "description": "x", "pullRequest": True})),
+        ("POST", f"/api/models/{pub}/discussions/{w.pr}", {}),
+        ("POST", f"/api/models/{pub}/discussions/{w.pr}/comment", js({"comment": "forged"})),
+        ("POST", f"/api/models/{pub}/discussions/{w.pr}/comment/{w.comment}/edit", js({"content": "forged"})),
+        ("POST", f"/api/models/{pub}/discussions/{w.pr}/comment/{w.comment}/hide", {}),
+        ("POST", f"/api/models/{pub}/discussions/{w.pr}/title", js({"title": "forged title"})),
+        ("POST", f"/api/models/{pub}/discussions/{w.pr}/status", js({"status": "closed"})),
+        ("POST", f"/api/models/{pub}/discussions/{w.pr}/merge", {}),
         ("POST", f"/{pub}.git/info/lfs/objects/batch", js({"operation": "upload",
                                                             "objects": [{"oid": SHA, "size": 1000}]})),
         ("POST", f"/{pub}.git/info/lfs/verify", js({"oid": SHA, "size": 1000})),
@@ -273,6 +290,12 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
         ("POST", f"/{gated}/access-requests", {}),
         ("POST", f"/{gated}/access-requests/handle", form({"user": w.bob, "status": "rejected"})),
         ("POST", f"/{gated}/access-requests/grant", form({"user": w.carol})),
+        ("POST", f"/{pub}/discussions", {}),
+        ("POST", f"/{pub}/discussions/new", form({"title": "forged", "description": "x"})),
+        ("POST", f"/{pub}/discussions/{w.pr}", {}),
+        ("POST", f"/{pub}/discussions/{w.pr}/comment", form({"comment": "forged"})),
+        ("POST", f"/{pub}/discussions/{w.pr}/status", form({"status": "closed"})),
+        ("POST", f"/{pub}/discussions/{w.pr}/merge", {}),
     ]
 
 
@@ -400,6 +423,9 @@ def _cross_site(w: World, s: requests.Session) -> dict[str, requests.Response]:
                       timeout=30),
         "settings": s.put(f"{url}/api/models/{w.pub}/settings", data=json.dumps({"private": True}), headers=EVIL,
                           timeout=30),
+        "discussion comment": s.post(f"{url}/api/models/{w.pub}/discussions/{w.pr}/comment",
+                                     data=json.dumps({"comment": "cross-site"}), headers=EVIL, timeout=30),
+        "merge": s.post(f"{url}/api/models/{w.pub}/discussions/{w.pr}/merge", data="{}", headers=EVIL, timeout=30),
         "volume mkdir": s.post(f"{url}/api/volume/mkdir", data=json.dumps({"path": "xsite"}),
                                headers=EVIL | {"Content-Type": "application/json"}, timeout=30),
         # Same site, but no CSRF token: another port of this host, a sibling subdomain.

@@ -412,3 +412,52 @@ def test_it_caps_leaves_when_names_never_hash_to_a_cut_point():
             root, _ = commit(root, [(DELETE, victim, None)])
         del files[victim]
         assert root == build(files), f"step {step}: incremental tree differs from a fresh build"
+
+
+def test_a_diff_reads_what_changed_not_the_directory_around_it():
+    """hub.repos.treediff, which a pull request's changes, conflicts and merge read: two trees of a
+    25,000-entry directory that differ in three files are compared in a handful of node reads, and
+    what it reports is exactly the difference of the two {path: file} maps."""
+    from hub.repos import treediff
+
+    names = [f"n{i:06d}.jpg" for i in range(25_000)]
+    before = {f"data/huge/{n}": file_entry(f"data/huge/{n}") for n in names}
+    before |= {"README.md": file_entry("README.md"), "docs/a.md": file_entry("docs/a.md"), "x": file_entry("x")}
+    after = dict(before)
+    after["data/huge/n012345.jpg"] = file_entry("data/huge/n012345.jpg", 1)
+    del after["data/huge/n000007.jpg"]
+    after["data/huge/new.jpg"] = file_entry("data/huge/new.jpg")
+    del after["x"]  # a file that becomes a directory
+    after["x/inside.txt"] = file_entry("x/inside.txt")
+    old, new = build(before), build(after)
+
+    class Counting(NodeStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.read: set[str] = set()
+
+        def get_many(self, digests: list[str]) -> dict[str, dict]:
+            self.read.update(digests)
+            return super().get_many(digests)
+
+    huge = NodeStore().get(trees.resolve(NodeStore(), old, "data/huge").ref)
+    assert huge["k"] == "I" and len(huge["c"]) >= 50
+    clear_cache()
+    store = Counting()
+    with CaptureQueriesContext(connection) as ctx:
+        changes = list(treediff.diff(store, old, new))
+    assert [(c.path, c.status) for c in changes] == [
+        ("data/huge/n000007.jpg", treediff.DELETED), ("data/huge/n012345.jpg", treediff.MODIFIED),
+        ("data/huge/new.jpg", treediff.ADDED), ("x", treediff.DELETED), ("x/inside.txt", treediff.ADDED)]
+    assert all(treediff.same_file(c.old, before.get(c.path)) and treediff.same_file(c.new, after.get(c.path))
+               for c in changes)
+    # two roots, two "data", two indexes of "huge", the leaves around the three names on each side, "x/"
+    assert len(store.read) <= 16, len(store.read)
+    assert len(ctx.captured_queries) <= 10, len(ctx.captured_queries)
+    # the same tree: nothing, without a read; an empty side: every file of the other
+    with CaptureQueriesContext(connection) as ctx:
+        assert list(treediff.diff(NodeStore(), new, new)) == []
+    assert len(ctx.captured_queries) == 0
+    small = build({"a/b.txt": file_entry("a/b.txt"), "c.txt": file_entry("c.txt")})
+    assert [(c.path, c.status) for c in treediff.diff(NodeStore(), None, small)] == [
+        ("a/b.txt", treediff.ADDED), ("c.txt", treediff.ADDED)]

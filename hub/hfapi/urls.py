@@ -5,7 +5,7 @@ import re
 from django.urls import re_path
 
 from hub.accounts.middleware import accepts_api_tokens
-from hub.hfapi import views
+from hub.hfapi import discussions, views
 
 NAME = r"(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*?)"
 REV = r"(?P<rev>refs/(?:pr|convert|heads|tags)/[^/]+|[^/]+)"
@@ -15,6 +15,7 @@ FILE_PREFIX = r"^(?P<prefix>datasets/|)" + NAME
 ENDPOINTS = ["revision", "tree", "paths-info", "preupload", "commit", "commits", "refs", "branch", "tag",
              "settings", "auth-check", "duplicate", "super-squash", "lfs-files", "discussions", "xet-read-token",
              "xet-write-token", "user-access-request", "like", "likers"]
+NUM = r"/discussions/(?P<num>[0-9]{1,9})"
 
 urlpatterns = [
     re_path(r"^api/whoami-v2$", views.whoami),
@@ -51,6 +52,14 @@ urlpatterns = [
     re_path(API + r"/user-access-request/grant$", views.grant_access),
     re_path(API + r"/like$", views.like),
     re_path(API + r"/likers$", views.likers),
+    re_path(API + r"/discussions$", discussions.discussions_view),
+    re_path(API + NUM + r"$", discussions.details),
+    re_path(API + NUM + r"/comment$", discussions.comment),
+    re_path(API + NUM + r"/comment/(?P<comment_id>[0-9A-Fa-f]{1,24})/edit$", discussions.edit_comment),
+    re_path(API + NUM + r"/comment/(?P<comment_id>[0-9A-Fa-f]{1,24})/hide$", discussions.hide_comment),
+    re_path(API + NUM + r"/title$", discussions.title),
+    re_path(API + NUM + r"/status$", discussions.status),
+    re_path(API + NUM + r"/merge$", discussions.merge),
     re_path(FILE_PREFIX + r"\.git/info/lfs/objects/batch$", views.lfs_batch),
     re_path(FILE_PREFIX + r"\.git/info/lfs/verify$", views.lfs_verify),
     re_path(FILE_PREFIX + r"/resolve/" + REV + r"/(?P<path>.+)$", views.resolve),

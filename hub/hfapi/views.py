@@ -21,6 +21,8 @@ from django.views.decorators.http import require_http_methods
 from hub.accounts.services import user_orgs
 from hub.catalog.services import not_mirrored_notice
 from hub.cursors import decode_cursor, encode_cursor
+from hub.discussions import pulls
+from hub.discussions.services import check_can_participate
 from hub.errors import (
     BadRequest,
     Conflict,
@@ -35,7 +37,7 @@ from hub.errors import (
 )
 from hub.hfapi import serializers as ser
 from hub.quotas import services as quota_services
-from hub.repos import attributes, blobs, cards, gating, history, likes, services, serving, trees
+from hub.repos import attributes, blobs, cards, gating, history, likes, pullrefs, services, serving, trees
 from hub.repos.models import Repo, UploadSession
 from hub.repos.services import Actor
 from hub.repos.validation import check_dir_path, check_path
@@ -501,7 +503,8 @@ def refs(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
         "branches": [{"name": r.name, "ref": f"refs/heads/{r.name}", "targetCommit": r.commit.oid} for r in branches],
         "tags": [{"name": r.name, "ref": f"refs/tags/{r.name}", "targetCommit": r.commit.oid} for r in tags],
         "converts": [],
-        "pullRequests": [] if flag(request, "include_prs") else None,
+        "pullRequests": [{"name": f"refs/pr/{r.name}", "ref": f"refs/pr/{r.name}", "targetCommit": r.commit.oid}
+                         for r in pullrefs.pr_refs(repo)] if flag(request, "include_prs") else None,
     })
 
 
@@ -636,7 +639,7 @@ def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, pat
 @csrf_exempt
 @require_http_methods(["POST"])
 def preupload(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> JsonResponse:
-    repo = _repo(request, prefix, ns, name, write=True)
+    repo = _pr_or_write_access(request, prefix, ns, name, rev)
     data = read_json(request)
     files = data.get("files")
     if not isinstance(files, list):
@@ -705,7 +708,10 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
     operation = data.get("operation")
     if operation not in ("upload", "download"):
         raise BadRequest("operation must be 'upload' or 'download'")
-    repo = _repo(request, prefix, ns, name, write=operation == "upload")
+    for_pr = operation == "upload" and _lfs_for_pull_request(data)
+    repo = _repo(request, prefix, ns, name, write=operation == "upload" and not for_pr)
+    if for_pr:
+        check_can_participate(Actor.from_request(request), repo)
     if operation == "download":
         services.check_gate(Actor.from_request(request), repo)
     objects = data.get("objects")
@@ -790,7 +796,8 @@ def _batch_objects(request: HttpRequest, repo: Repo, operation: str, valid: dict
 @csrf_exempt
 @require_http_methods(["POST"])
 def lfs_verify(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
-    _repo(request, prefix, ns, name, write=True)
+    # (it only answers whether the caller's upload is stored: pull requests' uploads are verified too)
+    check_can_participate(Actor.from_request(request), _repo(request, prefix, ns, name))
     data = read_json(request)
     oid, size = data.get("oid"), data.get("size")
     blobs.check_sha256(oid)
@@ -911,10 +918,10 @@ def _parse_commit_lines(request: HttpRequest) -> tuple[dict, list[tuple[str, dic
 @csrf_exempt
 @require_http_methods(["POST"])
 def commit(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> JsonResponse:
-    repo = _repo(request, prefix, ns, name, write=True)
-    if flag(request, "create_pr"):
-        raise BadRequest("pull requests are not supported by this hub; commit to a branch")
+    repo = _pr_or_write_access(request, prefix, ns, name, rev)
     actor = Actor.from_request(request)
+    pr = (pulls.check_commit(actor, repo, rev, create_pr=flag(request, "create_pr"))
+          if flag(request, "create_pr") or pulls.is_pr_revision(rev) else None)
     if request.content_type == "application/json":  # very old clients
         data = read_json(request)
         header = {"summary": data.get("summary"), "description": data.get("description"),
@@ -940,11 +947,11 @@ def commit(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> J
     cops = services.CommitOps(user=actor.user)
     with quota_services.Hold() as hold:
         cops.reserve_inline(hold, repo.namespace, list(decoded.values()))  # quota first, then bytes
-        return _commit(request, repo, rev, actor, header, ops, decoded, cops)
+        return _commit(request, repo, rev, actor, header, ops, decoded, cops, pr)
 
 
 def _commit(request: HttpRequest, repo: Repo, rev: str, actor: Actor, header: dict, ops: list, decoded: dict,
-            cops: services.CommitOps) -> JsonResponse:
+            cops: services.CommitOps, pr: pulls.Target | None = None) -> JsonResponse:
     try:
         for i, (key, value) in enumerate(ops):
             path = value["path"]
@@ -960,15 +967,38 @@ def _commit(request: HttpRequest, repo: Repo, rev: str, actor: Actor, header: di
             elif key == "copyFile":
                 src_commit = services.resolve_revision(repo, value.get("srcRevision") or rev)
                 cops.add_copy(path, services.file_at(repo, src_commit, check_path(str(value.get("srcPath", "")))))
-        new = services.do_commit(actor, repo, rev, cops, title=str(header.get("summary") or ""),
-                                 message=str(header.get("description") or ""),
-                                 parent_commit=header.get("parentCommit"))
+        if pr is not None:
+            new, discussion = pulls.do_commit(actor, pr, cops, title=str(header.get("summary") or ""),
+                                              message=str(header.get("description") or ""),
+                                              parent_commit=header.get("parentCommit"))
+        else:
+            new = services.do_commit(actor, repo, rev, cops, title=str(header.get("summary") or ""),
+                                     message=str(header.get("description") or ""),
+                                     parent_commit=header.get("parentCommit"))
     except BaseException:
         # What was reserved for the uploaded files it names goes back too: nothing completes it now.
         quota_services.release_blobs(repo.namespace, cops.uploaded_blobs())
         raise
     return JsonResponse({"commitUrl": f"{repo_url(request, repo)}/commit/{new.oid}", "commitOid": new.oid,
-                         "pullRequestUrl": None})
+                         "pullRequestUrl": f"{repo_url(request, repo)}/discussions/{discussion.num}" if pr else None})
+
+
+def _pr_or_write_access(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> Repo:
+    """The repo an upload or commit goes to: one for a pull request (create_pr, or refs/pr/N) needs
+    only read access here — hub.discussions.pulls decides who may open or push to one —, any other
+    write access."""
+    if flag(request, "create_pr") or pulls.is_pr_revision(rev):
+        repo = _repo(request, prefix, ns, name)
+        check_can_participate(Actor.from_request(request), repo)
+        return repo
+    return _repo(request, prefix, ns, name, write=True)
+
+
+def _lfs_for_pull_request(data: dict) -> bool:
+    """An LFS upload for a pull request: huggingface_hub names no ref for create_pr, refs/pr/N else."""
+    ref = data.get("ref")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return not isinstance(name, str) or pulls.is_pr_revision(name)
 
 
 def no_namespace(request: HttpRequest, name: str) -> JsonResponse:

@@ -200,10 +200,10 @@ class Commit(models.Model):
 
 
 class Ref(models.Model):
-    BRANCH, TAG = "branch", "tag"
+    BRANCH, TAG, PR = "branch", "tag", "pr"
     repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="refs")
-    kind = models.CharField(max_length=8, choices=[(BRANCH, "branch"), (TAG, "tag")])
-    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=8, choices=[(BRANCH, "branch"), (TAG, "tag"), (PR, "pull request")])
+    name = models.CharField(max_length=200)  # a pull request's ref is its number: refs/pr/<name>
     commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="+")
     message = models.TextField(blank=True)
     updated = models.DateTimeField(auto_now=True)

@@ -333,13 +333,16 @@ def do_move_repo(actor: Actor, repo: Repo, to_namespace: str, to_name: str) -> R
 # --- revisions --------------------------------------------------------------------------------------
 
 def resolve_revision(repo: Repo, revision: str | None) -> Commit:
-    """A branch, tag (also as refs/heads/x, refs/tags/x), or full or short (≥7 hex) commit id."""
+    """A branch, tag (also as refs/heads/x, refs/tags/x), pull request (refs/pr/N), or full or short
+    (≥7 hex) commit id."""
     rev = revision or repo.default_branch
     kinds = [Ref.BRANCH, Ref.TAG]
     if rev.startswith("refs/heads/"):
         rev, kinds = rev[len("refs/heads/"):], [Ref.BRANCH]
     elif rev.startswith("refs/tags/"):
         rev, kinds = rev[len("refs/tags/"):], [Ref.TAG]
+    elif rev.startswith("refs/pr/"):
+        rev, kinds = rev[len("refs/pr/"):], [Ref.PR]
     refs = {r.kind: r for r in Ref.objects.select_related("commit").filter(repo=repo, name=rev, kind__in=kinds)}
     for kind in kinds:
         if kind in refs:
@@ -453,7 +456,7 @@ def _new_commit(repo: Repo, parent: Commit | None, tree: str, user, title: str, 
 
 
 def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: str, message: str = "",
-              parent_commit: str | None = None) -> Commit:
+              parent_commit: str | None = None, pr_ref: Ref | None = None) -> Commit:
     """Commits `ops` on `branch`.
 
     Bytes are already in the store (CommitOps verified them); this writes only metadata. As upstream,
@@ -461,13 +464,18 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
     (parallel uploaders into one branch all land); one whose `parent_commit` is no longer the head
     gets 412. The new tree is built from the head read first, outside any lock; if another commit
     moved the branch meanwhile, it is built again from the new head under the account's lock
-    (`quotas.lock`, which every commit of the repo takes), where the head cannot move."""
-    check_can_write(actor, repo.namespace)
+    (`quotas.lock`, which every commit of the repo takes), where the head cannot move.
+
+    With `pr_ref` the commit goes to that pull request's ref (refs/pr/N) instead, `branch` naming it
+    in messages; its caller (hub.discussions) has authorized the actor for that pull request, which
+    needs no write access to the repo's branches."""
+    if pr_ref is None:
+        check_can_write(actor, repo.namespace)
     if not ops:
         raise BadRequest("the commit changes nothing")
     if not title.strip():
         raise BadRequest("a commit needs a title (summary)")
-    ref = _branch_ref(repo, branch)
+    ref = pr_ref or _branch_ref(repo, branch)
     head = ref.commit
     _check_parent(branch, head, parent_commit)
     operations = ([(trees.DELETE_TREE, p, None) for p in ops.delete_folders]
@@ -539,7 +547,10 @@ def do_super_squash(actor: Actor, repo: Repo, branch: str, *, title: str) -> Com
 
 
 def _branch_ref(repo: Repo, branch: str) -> Ref:
-    ref = Ref.objects.select_related("commit").filter(repo=repo, kind=Ref.BRANCH, name=branch).first()
+    """The branch's ref; refs/pr/N names a pull request's (upstream squashes those too, e.g. the
+    dataset viewer's refs/convert/parquet)."""
+    kind, name = (Ref.PR, branch[len("refs/pr/"):]) if branch.startswith("refs/pr/") else (Ref.BRANCH, branch)
+    ref = Ref.objects.select_related("commit").filter(repo=repo, kind=kind, name=name).first()
     if ref is None:
         if Ref.objects.filter(repo=repo, kind=Ref.TAG, name=branch).exists():
             raise BadRequest(f"{branch!r} is a tag; commits go to branches")
@@ -610,8 +621,9 @@ def _schedule_prune(repo: Repo) -> None:
 
 
 def reachable_blobs(repo: Repo) -> tuple[set[int], set[str]]:
-    """(ids of commits reachable from a branch or tag, sha256 of every blob their trees hold).
-    Each tree node is read once however many commits share it."""
+    """(ids of commits reachable from a ref — branch, tag or pull request (refs/pr/N, open, closed or
+    merged: its files stay readable) —, sha256 of every blob their trees hold). Each tree node is
+    read once however many commits share it."""
     parents = dict(Commit.objects.filter(repo=repo).values_list("id", "parent_id"))
     heads = set(Ref.objects.filter(repo=repo).values_list("commit_id", flat=True))
     reachable: set[int] = set()
@@ -647,7 +659,7 @@ def tree_blobs(roots: set[str]) -> set[str]:
 
 
 def do_prune_repo(repo: Repo) -> int:
-    """Drops commits no branch or tag reaches any more, and the repo's references to blobs only they
+    """Drops commits no ref reaches any more, and the repo's references to blobs only they
     held; the account gets those bytes back unless something else of it references them. Returns
     the bytes given back."""
     reachable, shas = reachable_blobs(repo)

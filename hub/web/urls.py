@@ -7,11 +7,12 @@ from django.templatetags.static import static
 from django.urls import path, re_path
 from django.views.generic import RedirectView
 
-from hub.web import account, views
+from hub.web import account, discussions, views
 
 REPO = r"^(?P<prefix>datasets/|)(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
 REV = r"(?P<rev>[^/]+)"
 NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"
+NUM = r"/discussions/(?P<num>[0-9]{1,9})"
 
 urlpatterns = [
     re_path(r"^$", views.home, name="home"),
@@ -46,4 +47,10 @@ urlpatterns = [
     re_path(REPO + r"/access-requests$", views.access_requests),
     re_path(REPO + r"/access-requests/handle$", views.handle_access_request),
     re_path(REPO + r"/access-requests/grant$", views.grant_access),
+    re_path(REPO + r"/discussions$", discussions.listing),
+    re_path(REPO + r"/discussions/new$", discussions.open_discussion),
+    re_path(REPO + NUM + r"$", discussions.detail),
+    re_path(REPO + NUM + r"/comment$", discussions.comment),
+    re_path(REPO + NUM + r"/status$", discussions.status),
+    re_path(REPO + NUM + r"/merge$", discussions.merge),
 ]

@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from hub.catalog import services as catalog
+from hub.discussions import services as discussions
 from hub.errors import HubError
 from hub.hfapi.views import base_url
 from hub.mirrors import services as mirrors
@@ -77,6 +78,7 @@ def _context(request: HttpRequest, repo: Repo, tab: str, **extra) -> dict:
             "gate_open": _gate_open(request, repo),
             "gate_request": gating.request_of(actor, repo) if repo.gated else None,
             "liked": likes.likes_repo(actor, repo),
+            "open_discussions": discussions.count_open(repo),
             "kind": "datasets" if repo.type == Repo.DATASET else "models",
             "nav": "datasets" if repo.type == Repo.DATASET else "models", **extra}
 

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DiscussionsConfig(AppConfig):
+    name = "hub.discussions"
+    label = "discussions"
