@@ -805,7 +805,8 @@ def lfs_verify(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonRes
         raise BadRequest("'size' must be an integer")
     blob = blobs.stored_blob(oid)
     if blob is None or not blobs.can_reference(request.user, [oid]):
-        raise UnprocessableEntity(f"object {oid} has not been uploaded (or its upload was not completed)")
+        raise UnprocessableEntity(f"object {oid} is not stored: it was not uploaded, its upload did not complete, "
+                                  "or it was removed as unreferenced before a commit named it; upload it again")
     if blob.size != size:
         raise UnprocessableEntity(f"object {oid} has {blob.size} bytes, not {size}")
     return JsonResponse({"oid": blob.sha256, "size": blob.size}, content_type=LFS_JSON)
