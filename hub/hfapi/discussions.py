@@ -14,8 +14,8 @@ from hub.catalog.services import render_markdown
 from hub.discussions import pulls
 from hub.discussions import services as discussions
 from hub.discussions.models import Discussion, Event
+from hub.hfapi.common import flag, int_param, read_json, repo_of, repo_url
 from hub.hfapi.serializers import hf_date
-from hub.hfapi.views import _int, _repo, flag, read_json, repo_url
 from hub.repos.models import Repo
 from hub.repos.services import Actor
 
@@ -90,20 +90,20 @@ def details_json(request: HttpRequest, d: Discussion, events: list[Event], with_
 # --- views ------------------------------------------------------------------------------------------
 
 def _discussion(request: HttpRequest, prefix: str, ns: str, name: str, num: str) -> Discussion:
-    return discussions.access_discussion(_repo(request, prefix, ns, name), num)
+    return discussions.access_discussion(repo_of(request, prefix, ns, name), num)
 
 
 @csrf_exempt
 @require_http_methods(["GET", "POST"])
 def discussions_view(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
-    repo = _repo(request, prefix, ns, name)
+    repo = repo_of(request, prefix, ns, name)
     if request.method == "POST":
         data = read_json(request)
         d = discussions.check_open(Actor.from_request(request), repo, title=data.get("title"),
                                    description=data.get("description"), pull_request=bool(data.get("pullRequest")))
         return JsonResponse({"num": d.num, "url": discussion_url(request, repo, d.num),
                              "isPullRequest": d.is_pull_request, "gitReference": d.git_reference})
-    page = max(0, _int(request.GET.get("p"), 0))
+    page = max(0, int_param(request.GET.get("p"), 0))
     rows, total = discussions.list_discussions(
         repo, kind=request.GET.get("type"), status=request.GET.get("status"), author=request.GET.get("author"),
         offset=page * discussions.PAGE, limit=discussions.PAGE)

@@ -5,7 +5,7 @@ import re
 from django.urls import re_path
 
 from hub.accounts.middleware import accepts_api_tokens
-from hub.hfapi import discussions, views
+from hub.hfapi import community, discussions, lfs, space, views
 
 NAME = r"(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*?)"
 REV = r"(?P<rev>refs/(?:pr|convert|heads|tags)/[^/]+|[^/]+)"
@@ -20,13 +20,13 @@ NUM = r"/discussions/(?P<num>[0-9]{1,9})"
 urlpatterns = [
     re_path(r"^api/whoami-v2$", views.whoami),
     re_path(r"^api/validate-yaml$", views.validate_yaml),
-    re_path(r"^api/settings/repositories$", views.repo_storage),
-    re_path(r"^api/organizations/(?P<org>[A-Za-z0-9][A-Za-z0-9._-]*)/settings/repositories$", views.repo_storage),
+    re_path(r"^api/settings/repositories$", space.repo_storage),
+    re_path(r"^api/organizations/(?P<org>[A-Za-z0-9][A-Za-z0-9._-]*)/settings/repositories$", space.repo_storage),
     re_path(r"^api/repos/create$", views.create_repo),
     re_path(r"^api/repos/delete$", views.delete_repo),
     re_path(r"^api/repos/move$", views.move_repo),
     re_path(r"^api/(?P<prefix>models|datasets)$", views.list_repos),
-    re_path(r"^api/users/(?P<username>[A-Za-z0-9][A-Za-z0-9._-]*)/likes$", views.user_likes),
+    re_path(r"^api/users/(?P<username>[A-Za-z0-9][A-Za-z0-9._-]*)/likes$", community.user_likes),
     # X/like is both the repo X/like and the like route of the one-part id X: see the view.
     re_path(r"^api/(?P<prefix>models|datasets)/(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>"
             + "|".join(re.escape(e) for e in ENDPOINTS) + r")$", views.repo_info_or_no_namespace),
@@ -43,15 +43,15 @@ urlpatterns = [
     re_path(API + r"/settings$", views.repo_settings),
     re_path(API + r"/auth-check(?:/(?P<write>write))?$", views.auth_check),
     re_path(API + r"/duplicate$", views.duplicate_repo),
-    re_path(API + r"/super-squash/" + REV + r"$", views.super_squash),
-    re_path(API + r"/lfs-files$", views.lfs_files),
-    re_path(API + r"/lfs-files/batch$", views.lfs_files_delete),
-    re_path(API + r"/xet-(?:read|write)-token/.*$", views.xet_token),
-    re_path(API + r"/user-access-request/(?P<status>pending|accepted|rejected)$", views.access_requests),
-    re_path(API + r"/user-access-request/handle$", views.handle_access_request),
-    re_path(API + r"/user-access-request/grant$", views.grant_access),
-    re_path(API + r"/like$", views.like),
-    re_path(API + r"/likers$", views.likers),
+    re_path(API + r"/super-squash/" + REV + r"$", space.super_squash),
+    re_path(API + r"/lfs-files$", space.lfs_files),
+    re_path(API + r"/lfs-files/batch$", space.lfs_files_delete),
+    re_path(API + r"/xet-(?:read|write)-token/.*$", lfs.xet_token),
+    re_path(API + r"/user-access-request/(?P<status>pending|accepted|rejected)$", community.access_requests),
+    re_path(API + r"/user-access-request/handle$", community.handle_access_request),
+    re_path(API + r"/user-access-request/grant$", community.grant_access),
+    re_path(API + r"/like$", community.like),
+    re_path(API + r"/likers$", community.likers),
     re_path(API + r"/discussions$", discussions.discussions_view),
     re_path(API + NUM + r"$", discussions.details),
     re_path(API + NUM + r"/comment$", discussions.comment),
@@ -60,13 +60,13 @@ urlpatterns = [
     re_path(API + NUM + r"/title$", discussions.title),
     re_path(API + NUM + r"/status$", discussions.status),
     re_path(API + NUM + r"/merge$", discussions.merge),
-    re_path(FILE_PREFIX + r"\.git/info/lfs/objects/batch$", views.lfs_batch),
-    re_path(FILE_PREFIX + r"\.git/info/lfs/verify$", views.lfs_verify),
+    re_path(FILE_PREFIX + r"\.git/info/lfs/objects/batch$", lfs.lfs_batch),
+    re_path(FILE_PREFIX + r"\.git/info/lfs/verify$", lfs.lfs_verify),
     re_path(FILE_PREFIX + r"/resolve/" + REV + r"/(?P<path>.+)$", views.resolve),
-    re_path(r"^lfs/upload/(?P<token>[^/]+)$", views.lfs_upload),
-    re_path(r"^lfs/part/(?P<token>[^/]+)$", views.lfs_part),
-    re_path(r"^lfs/complete/(?P<token>[^/]+)$", views.lfs_complete),
-    re_path(r"^lfs/objects/(?P<token>[^/]+)$", views.lfs_object),
+    re_path(r"^lfs/upload/(?P<token>[^/]+)$", lfs.lfs_upload),
+    re_path(r"^lfs/part/(?P<token>[^/]+)$", lfs.lfs_part),
+    re_path(r"^lfs/complete/(?P<token>[^/]+)$", lfs.lfs_complete),
+    re_path(r"^lfs/objects/(?P<token>[^/]+)$", lfs.lfs_object),
     # Upstream's ids are namespace/name; a one-part id (`gpt2`, as old scripts spell upstream's
     # canonical models) names no repo here: RepoNotFound, so repo_exists/file_exists say False.
     re_path(r"^api/(?:models|datasets)/(?P<name>[^/]+)(?:/(?:" + "|".join(ENDPOINTS) + r")(?:/.*)?)?$",

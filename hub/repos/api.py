@@ -139,7 +139,7 @@ class UploadSessionView(APIView):
         stored: dict[int, tuple[str, int]] = {}
         part_urls: dict[str, str] = {}
         complete_url = None
-        from hub.hfapi.views import _sign
+        from hub.hfapi.lfs import _sign
 
         base = _base_url(request)
         if session.state == UploadSession.OPEN:
@@ -165,7 +165,7 @@ class UploadSessionView(APIView):
 
 
 def _base_url(request: Request) -> str:
-    from hub.hfapi.views import base_url
+    from hub.hfapi.common import base_url
 
     return base_url(request)
 

@@ -20,7 +20,7 @@ from hub.accounts.middleware import limit_failures, limit_token_creation
 from hub.catalog import services as catalog
 from hub.config import format_size, parse_duration
 from hub.errors import BadRequest, Conflict, InvalidPath, PreconditionFailed, RepoNotFound, TooManyRequests
-from hub.hfapi.views import base_url
+from hub.hfapi.common import base_url
 from hub.instances import services as instances
 from hub.quotas import services as quotas
 from hub.repos import blobs, serving

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from hub.catalog import services as catalog
 from hub.discussions import services as discussions
 from hub.errors import HubError
-from hub.hfapi.views import base_url
+from hub.hfapi.common import base_url
 from hub.mirrors import services as mirrors
 from hub.repos import gating, likes
 from hub.repos import services as repos
