@@ -51,7 +51,15 @@ def flag(request: HttpRequest, name: str, default: bool = False) -> bool:
 
 
 def repo_of(request: HttpRequest, prefix: str, ns: str, name: str, *, write: bool = False) -> Repo:
-    return services.access_repo(Actor.from_request(request), repo_type(prefix), ns, name, write=write)
+    """The repo the URL names, if the caller may read it (and write it). A plain "not found" is said in
+    upstream's words, which huggingface_hub's own message already holds (it names the URL and what
+    to check), so the client shows its message alone; a hint (a dataset of that name) is kept."""
+    try:
+        return services.access_repo(Actor.from_request(request), repo_type(prefix), ns, name, write=write)
+    except RepoNotFound as err:
+        if getattr(err, "plain", False):
+            raise RepoNotFound("Repository not found", headers=err.headers) from None
+        raise
 
 
 def paginate(request: HttpRequest, response: HttpResponse, params: dict) -> None:

@@ -142,7 +142,9 @@ def _not_found(actor: Actor, repo_type: str, namespace: str, name: str) -> RepoN
     if other is not None:
         return RepoNotFound(f"no {repo_type} {namespace}/{name}; there is a {other.type} of that name: "
                             f"use {other.type}s/{other.repo_id}")
-    return RepoNotFound(f"{repo_type} {namespace}/{name} not found (or you do not have access to it)")
+    err = RepoNotFound(f"{repo_type} {namespace}/{name} not found (or you do not have access to it)")
+    err.plain = True  # (nothing to add to "not found": the HF adapter says it in upstream's words)
+    return err
 
 
 def check_gate(actor: Actor, repo: Repo) -> None:
@@ -561,8 +563,8 @@ def _branch_ref(repo: Repo, branch: str) -> Ref:
 def _check_parent(branch: str, head: Commit, parent_commit: str | None) -> None:
     if parent_commit and parent_commit != head.oid:
         # (upstream's words first: scripts match on them)
-        raise PreconditionFailed("The branch was updated since you opened this page. Please refresh and try again: "
-                                 f"{branch!r} is at {head.oid} now, not at the parent commit {parent_commit}")
+        raise PreconditionFailed("The branch was updated since you opened this page. Please refresh and try again. "
+                                 f"({branch!r} is at {head.oid} now, not at the parent commit {parent_commit})")
 
 
 def _card_data(commit: Commit) -> dict:
