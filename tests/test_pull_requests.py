@@ -32,16 +32,6 @@ PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
-def alice(hub) -> str:
-    return hub.cached_token("alice")
-
-
-@pytest.fixture
-def bob(hub) -> str:
-    return hub.cached_token("bob")
-
-
-@pytest.fixture
 def carol(hub) -> str:
     return hub.cached_token("carol")
 
