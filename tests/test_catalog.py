@@ -346,7 +346,6 @@ def test_an_entry_not_mirrored_yet_says_so_wherever_its_files_are_asked_for(hub,
     files and said nothing (`hub pull` "pulled 1 files"); now the manifest, the download 404, `hub
     pull` (which fails) say what the web page says: not mirrored yet, its size, how to mirror it. A
     user's own empty repo is not an unmirrored entry: it pulls (nothing) without a word."""
-    one_backend(hub)
     from huggingface_hub import hf_hub_download, snapshot_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
