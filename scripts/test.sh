@@ -39,6 +39,9 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 fi
 
+# Lint first (pyproject.toml's [tool.ruff]): a finding fails the run as a failing test does.
+.venv/bin/ruff check hub storage tests bench scripts
+
 set +e
 .venv/bin/python -m pytest "$@"
 status=$?
