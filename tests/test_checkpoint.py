@@ -16,7 +16,6 @@ import pytest
 import torch
 
 from storage.checkpoint import MANIFEST, Checkpoints, CorruptCheckpointError
-from tests.test_hf_write import alice  # noqa: F401 (fixture)
 
 SCRIPT = Path(__file__).parent / "scripts" / "ckpt_train.py"
 

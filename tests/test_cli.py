@@ -100,16 +100,6 @@ def sample_files(big: int = 20 * MiB) -> dict[str, bytes]:
     }
 
 
-@pytest.fixture
-def alice(hub) -> str:
-    return hub.cached_token("alice")
-
-
-@pytest.fixture
-def bob(hub) -> str:
-    return hub.cached_token("bob")
-
-
 def snapshot_dir(tmp_path: Path, repo_type: str, repo_id: str) -> Path:
     root = tmp_path / "hf-cache" / f"{repo_type}s--{repo_id.replace('/', '--')}"
     (commit,) = (root / "snapshots").iterdir()

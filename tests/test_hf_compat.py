@@ -151,11 +151,6 @@ def assert_same_files(downloaded: dict[str, str], expected: dict[str, str]) -> N
         assert downloaded[rel] == digest, rel
 
 
-@pytest.fixture
-def alice(hub) -> str:
-    return hub.cached_token("alice")
-
-
 @pytest.fixture(scope="session")
 def old_client() -> str:
     """The python of a virtualenv with huggingface_hub 0.36.2, created once and reused."""

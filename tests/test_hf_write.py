@@ -139,16 +139,6 @@ def objects_named(hub, oid: str) -> list[str]:
 
 
 @pytest.fixture
-def alice(hub) -> str:
-    return hub.cached_token("alice")
-
-
-@pytest.fixture
-def bob(hub) -> str:
-    return hub.cached_token("bob")
-
-
-@pytest.fixture
 def lfs_calls(monkeypatch) -> list[tuple[str, str, int]]:
     """(method, url, status) of every LFS request the client makes in this test (batch, PUTs,
     completion, verify)."""

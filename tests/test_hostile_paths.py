@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from tests.test_hf_write import alice, auth  # noqa: F401 (fixture)
+from tests.test_hf_write import auth
 
 HOSTILE = {
     "parent": "../escape.txt",

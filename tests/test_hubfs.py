@@ -23,11 +23,6 @@ MiB = 2**20
 
 
 @pytest.fixture
-def alice(hub) -> str:
-    return hub.cached_token("alice")
-
-
-@pytest.fixture
 def hub_env(hub, alice, monkeypatch, tmp_path):
     for var in ("HF_ENDPOINT", "HF_TOKEN", "HUB_ENDPOINT", "HUB_TOKEN"):
         monkeypatch.delenv(var, raising=False)

@@ -44,16 +44,6 @@ def _fuse_missing() -> str | None:
 pytestmark = pytest.mark.skipif(_fuse_missing() is not None, reason=str(_fuse_missing()))
 
 
-@pytest.fixture
-def alice(hub) -> str:
-    return hub.cached_token("alice")
-
-
-@pytest.fixture
-def bob(hub) -> str:
-    return hub.cached_token("bob")
-
-
 def client_env(hub, token: str, cache: Path, **extra: str) -> dict[str, str]:
     """An instance's environment: the hub's address, a token, a cache directory; nothing of Django."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUB_", "HUGGINGFACE_", "DJANGO_", "AWS_"))}
