@@ -23,6 +23,10 @@ from pathlib import Path
 import pytest
 import requests
 
+# The helpers of tests/support assert as the tests do: pytest rewrites their asserts too, to explain
+# a failure with the values involved (it does so by itself for test modules and conftest only).
+pytest.register_assert_rewrite("tests.support")
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 RGW_SCRIPT = ROOT / "tests" / "s3" / "rgw.sh"

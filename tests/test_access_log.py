@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from tests.conftest import PYTHON, ROOT, Hub, base_env, free_port
-from tests.test_hf_write import auth, lfs_batch
+from tests.support.hf import auth, lfs_batch
 
 
 @pytest.fixture

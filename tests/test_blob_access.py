@@ -11,7 +11,7 @@ import os
 import pytest
 import requests
 
-from tests.test_hf_write import LFS_JSON, auth, lfs_batch, push_lfs
+from tests.support.hf import LFS_JSON, auth, lfs_batch, push_lfs
 
 MIB = 2**20
 

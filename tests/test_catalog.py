@@ -349,7 +349,7 @@ def test_an_entry_not_mirrored_yet_says_so_wherever_its_files_are_asked_for(hub,
     from huggingface_hub import hf_hub_download, snapshot_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
-    from tests.test_cli import client_env, failed, ok, run
+    from tests.support.hub_cli import client_env, failed, ok, run
 
     org = f"upstream-{unique}"
     path = tmp_path / "catalog.yaml"
@@ -396,7 +396,7 @@ def test_a_users_own_empty_repo_is_not_shown_as_an_unmirrored_entry(hub, unique,
     one_backend(hub)
     import html
 
-    from tests.test_cli import client_env
+    from tests.support.hub_cli import client_env
 
     owner = f"dan-{unique}"
     token = hub.cached_token(owner)

@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,72 +20,15 @@ import pytest
 import requests
 
 from tests.conftest import django_modules_after, one_backend
-from tests.test_hf_write import auth, lfs_batch
+from tests.support.files import make_tree, read_tree
+from tests.support.hf import auth, lfs_batch
+from tests.support.hub_cli import client_env, failed, fetched, hub_cmd, ok, run, uploaded, watch_requests
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 2**20
-HUB_BIN = Path(sys.executable).parent / "hub"
 
 
 # --- helpers ----------------------------------------------------------------------------------------
-
-def client_env(hub, token: str | None, tmp_path: Path, **extra: str) -> dict[str, str]:
-    """The environment of a GPU instance: no Django settings, only the client's variables."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HF_", "HUB_", "HUGGINGFACE_", "DJANGO_", "AWS_"))}
-    env |= {"HUB_ENDPOINT": hub.url, "HUB_CONFIG_DIR": str(tmp_path / "hub-config"),
-            "HF_HUB_CACHE": str(tmp_path / "hf-cache"), "PYTHONPATH": str(ROOT)}
-    if token:
-        env["HUB_TOKEN"] = token
-    return env | extra
-
-
-def hub_cmd() -> list[str]:
-    return [str(HUB_BIN)] if HUB_BIN.exists() else [sys.executable, "-m", "storage.cli"]
-
-
-def run(env: dict[str, str], *args: str, input: str | None = None, timeout: float = 180
-        ) -> subprocess.CompletedProcess:
-    return subprocess.run([*hub_cmd(), *args], env=env, capture_output=True, text=True, timeout=timeout,
-                          input=input, cwd=ROOT)
-
-
-def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
-    return proc
-
-
-def failed(proc: subprocess.CompletedProcess, *needles: str) -> str:
-    """A failure: non-zero exit, nothing on stdout, one line on stderr that says what went wrong."""
-    assert proc.returncode not in (0, None), proc
-    assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
-
-
-def fetched(proc: subprocess.CompletedProcess) -> int:
-    return int(re.search(r"fetched (\d+) bytes?\b", proc.stderr).group(1))
-
-
-def uploaded(proc: subprocess.CompletedProcess) -> int:
-    return int(re.search(r"uploaded (\d+) bytes?\b", proc.stderr).group(1))
-
-
-def make_tree(root: Path, files: dict[str, bytes]) -> dict[str, bytes]:
-    for rel, data in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
-    return files
-
-
-def read_tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and ".cache" not in p.relative_to(root).parts}
-
 
 def sample_files(big: int = 20 * MiB) -> dict[str, bytes]:
     rnd = os.urandom(big)
@@ -345,24 +287,6 @@ def run_here(monkeypatch, capsys, env: dict[str, str], *args: str) -> subprocess
     code = cli.main(list(args))
     out = capsys.readouterr()
     return subprocess.CompletedProcess(args, code, out.out, out.err)
-
-
-def watch_requests(monkeypatch) -> list[tuple[str, str, int]]:
-    """Every request the client sends from now on, as (method, url, bytes sent + bytes received)."""
-    from storage.client import HubClient
-
-    seen: list[tuple[str, str, int]] = []
-    real = HubClient.request
-
-    def request(self, method, url, *, body=None, headers=None, preload=True, **kw):
-        resp = real(self, method, url, body=body, headers=headers, preload=preload, **kw)
-        sent = len(body) if isinstance(body, bytes) else int((headers or {}).get("Content-Length", 0))
-        got = len(resp.data) if preload else int(resp.headers.get("Content-Length") or 0)
-        seen.append((method, self.url(url), sent + got))
-        return resp
-
-    monkeypatch.setattr(HubClient, "request", request)
-    return seen
 
 
 def test_it_copies_repo_files_into_the_volume_by_hash(hub, alice, unique, tmp_path, monkeypatch, capsys):

@@ -426,7 +426,7 @@ def test_an_lfs_completion_under_way_is_not_reported_done_before_its_bytes_are_i
     the proxy; a worker that died there looks the same), a second completion answers 409, retry —
     not success for bytes that are not stored (a client would then commit a file the hub lacks).
     Once the first has finished, a retry answers success."""
-    from tests.test_hf_write import LFS_JSON, lfs_batch
+    from tests.support.hf import LFS_JSON, lfs_batch
 
     hub = store_proxy_hub
     token = hub.token("fred")
@@ -481,7 +481,7 @@ def test_an_upload_whose_completing_server_is_killed_reopens_and_the_retry_compl
     from huggingface_hub import constants
 
     from storage.client import COMPLETE_RETRY, HubClient
-    from tests.test_hf_write import LFS_JSON, lfs_batch
+    from tests.support.hf import LFS_JSON, lfs_batch
 
     hub = store_proxy_hub
     token = hub.token("kim")
@@ -604,7 +604,7 @@ def test_store_down_the_mount_answers_eio_in_bounded_time_keeps_the_old_file_and
                                                                                           tmp_path, monkeypatch):
     from huggingface_hub import constants
 
-    from tests.test_mount import Mounts, _fuse_missing, client_env
+    from tests.support.mount import Mounts, _fuse_missing, client_env
 
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
     if _fuse_missing():
@@ -949,7 +949,7 @@ def small_disk(path: Path, size: str):
 def test_disk_full_during_pull_is_one_clear_line_and_the_pull_resumes(embedded_hub, tmp_path, monkeypatch):
     from huggingface_hub import constants
 
-    from tests.test_cli import client_env, failed, fetched, ok, run
+    from tests.support.hub_cli import client_env, failed, fetched, ok, run
 
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
     hub = embedded_hub

@@ -8,7 +8,6 @@ compares the bytes that come back with those that went up.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -23,24 +22,14 @@ import pytest
 import requests
 from huggingface_hub.errors import RepositoryNotFoundError
 
+from tests.support.hf_client import check_ok, client_env, result, run_client
+
 ROOT = Path(__file__).resolve().parent.parent
 OLD_VENV = ROOT / ".venv-hf036"
 OLD_VERSION = "0.36.2"
 MiB = 2**20
 GiB = 2**30
 XET_HINT = "HF_HUB_DISABLE_XET=1"
-
-# Environment of the developer's shell that must not reach a client subprocess.
-_CLIENT_VARS = (
-    "DJANGO_SETTINGS_MODULE",
-    "DATABASE_URL",
-    "HUB_STORAGE_URL",
-    "HUB_DATA_DIR",
-    "AWS_ENDPOINT_URL",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "PYTHONPATH",
-)
 
 UPLOAD_FOLDER = """
 import os
@@ -92,43 +81,6 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: fh.read(8 * MiB), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def client_env(hub, token: str, home: Path, **extra: str) -> dict[str, str]:
-    """A clean environment for a client process: the hub and the token, nothing else of ours."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("HF_", "HUGGINGFACE_")) and k not in _CLIENT_VARS
-    }
-    home.mkdir(parents=True, exist_ok=True)
-    return (
-        env
-        | {
-            "HF_ENDPOINT": hub.url,
-            "HF_TOKEN": token,
-            "HF_HOME": str(home),
-            "HF_HUB_DISABLE_TELEMETRY": "1",
-            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-        }
-        | extra
-    )
-
-
-def run_client(
-    script: str, env: dict[str, str], *, python: str = sys.executable, timeout: int = 300
-) -> subprocess.CompletedProcess:
-    return subprocess.run([python, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def check_ok(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode == 0, f"client failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
-
-
-def result(stdout: str) -> dict:
-    line = next(ln for ln in stdout.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :])
 
 
 def make_folder(root: Path, big_size: int = 12_000_000) -> dict[str, str]:

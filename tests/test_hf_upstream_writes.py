@@ -27,7 +27,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from tests.test_hf_compat import check_ok, client_env, result, run_client
+from tests.support.hf_client import check_ok, client_env, result, run_client
 
 MB = 10**6
 

@@ -19,8 +19,11 @@ import requests
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
+from tests.support.files import read_snapshot
+from tests.support.hf import LFS_JSON, auth, git_blob_oid, lfs_batch, push_lfs, url_prefix
+from tests.support.store import stored_objects
+
 MiB = 2**20
-LFS_JSON = "application/vnd.git-lfs+json"
 
 
 # --- helpers ----------------------------------------------------------------------------------------
@@ -28,110 +31,6 @@ LFS_JSON = "application/vnd.git-lfs+json"
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def git_blob_oid(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
-
-
-def read_snapshot(folder: str | Path) -> dict[str, bytes]:
-    root = Path(folder)
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and ".cache" not in p.relative_to(root).parts
-    }
-
-
-def url_prefix(repo_type: str) -> str:
-    return "datasets/" if repo_type == "dataset" else ""
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def lfs_batch(
-    hub,
-    token: str,
-    repo_id: str,
-    objects: list[tuple[str, int]],
-    *,
-    operation: str = "upload",
-    repo_type: str = "model",
-) -> dict:
-    """The raw LFS batch answer for (oid, size) objects, as a client would ask for it."""
-    resp = requests.post(
-        f"{hub.url}/{url_prefix(repo_type)}{repo_id}.git/info/lfs/objects/batch",
-        headers=auth(token) | {"Accept": LFS_JSON, "Content-Type": LFS_JSON},
-        data=json.dumps(
-            {
-                "operation": operation,
-                "transfers": ["basic", "multipart"],
-                "hash_algo": "sha256",
-                "objects": [{"oid": oid, "size": size} for oid, size in objects],
-            }
-        ),
-        timeout=60,
-    )
-    assert resp.status_code == 200, resp.text
-    return resp.json()
-
-
-def push_lfs(upload: dict, oid: str, data: bytes) -> list[requests.Response]:
-    """Sends `data` where an LFS batch `upload` action says, as the client does (no auth): one PUT,
-    or the numbered part PUTs and then the completion POST."""
-    header = upload.get("header", {})
-    if "chunk_size" not in header:
-        return [requests.put(upload["href"], data=data, timeout=120)]
-    chunk = int(header["chunk_size"])
-    urls = [header[k] for k in sorted((k for k in header if k.isdigit()), key=int)]
-    assert len(urls) == -(-len(data) // chunk)
-    responses, parts = [], []
-    for n, url in enumerate(urls, start=1):
-        put = requests.put(url, data=data[(n - 1) * chunk : n * chunk], timeout=120)
-        responses.append(put)
-        parts.append({"partNumber": n, "etag": put.headers.get("ETag", "")})
-    responses.append(
-        requests.post(
-            upload["href"],
-            headers={"Accept": LFS_JSON, "Content-Type": LFS_JSON},
-            data=json.dumps({"oid": oid, "parts": parts}),
-            timeout=300,
-        )
-    )
-    return responses
-
-
-def s3_client(hub):
-    import boto3
-
-    return boto3.client(
-        "s3",
-        endpoint_url=hub.env["AWS_ENDPOINT_URL"],
-        aws_access_key_id=hub.env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=hub.env["AWS_SECRET_ACCESS_KEY"],
-        region_name=hub.env.get("AWS_DEFAULT_REGION", "us-east-1"),
-    )
-
-
-def stored_objects(hub, under: str = "blobs/") -> dict[str, int]:
-    """{key: size} of every object of the hub's store under `under` (the bucket or the local dir)."""
-    url = hub.env.get("HUB_STORAGE_URL")
-    if not url:
-        root = hub.data_dir / "objects"
-        return {
-            p.relative_to(root).as_posix(): p.stat().st_size for p in (root / under).rglob("*") if p.is_file()
-        }
-    parsed = urlparse(url)
-    prefix = parsed.path.strip("/") + "/" if parsed.path.strip("/") else ""
-    out = {}
-    for page in (
-        s3_client(hub).get_paginator("list_objects_v2").paginate(Bucket=parsed.netloc, Prefix=prefix + under)
-    ):
-        for obj in page.get("Contents", []):
-            out[obj["Key"][len(prefix) :]] = obj["Size"]
-    return out
 
 
 def objects_named(hub, oid: str) -> list[str]:

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from tests.test_hf_write import auth
+from tests.support.hf import auth
 
 HOSTILE = {
     "parent": "../escape.txt",

@@ -17,7 +17,7 @@ import pytest
 
 from storage.client import HubClient
 from storage.push import push
-from tests.test_cli import make_tree, read_tree
+from tests.support.files import make_tree, read_tree
 
 MiB = 2**20
 

@@ -9,7 +9,7 @@ import requests
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError
 
-from tests.test_hf_write import auth
+from tests.support.hf import auth
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError
 
 from tests.conftest import ROOT
-from tests.test_hf_write import s3_client, stored_objects
+from tests.support.store import s3_client, stored_objects
 
 MB = 2**20
 

@@ -25,7 +25,8 @@ import requests
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, snapshot_download
 
 from tests.conftest import PYTHON, ROOT, Hub, base_env
-from tests.test_hf_write import read_snapshot, s3_client, stored_objects
+from tests.support.files import read_snapshot
+from tests.support.store import s3_client, stored_objects
 
 MB = 2**20
 

@@ -24,8 +24,9 @@ from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, Revi
 from huggingface_hub.utils._runtime import is_xet_available
 
 from tests.conftest import one_backend
-from tests.test_cli import client_env, ok, run
-from tests.test_hf_write import auth, git_blob_oid, read_snapshot
+from tests.support.files import read_snapshot
+from tests.support.hf import auth, git_blob_oid
+from tests.support.hub_cli import client_env, ok, run
 
 MiB = 2**20
 PASSWORD = "correct horse battery"
@@ -643,7 +644,7 @@ def test_a_browser_comments_and_merges_under_the_content_security_policy(hub, al
         pytest.skip(f"no Chromium at {chromium}")
     from playwright.sync_api import sync_playwright
 
-    from tests.test_web import CSP_WATCH, PHONE, SHOTS
+    from tests.support.web import CSP_WATCH, PHONE, SHOTS
 
     api = hub.api(alice)
     repo = f"alice/browser-{unique}"

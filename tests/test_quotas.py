@@ -12,7 +12,8 @@ import requests
 from huggingface_hub import CommitOperationAdd
 from huggingface_hub.errors import HfHubHTTPError
 
-from tests.test_hf_write import auth, lfs_batch, stored_objects
+from tests.support.hf import auth, lfs_batch
+from tests.support.store import stored_objects
 
 MB = 10**6
 MIB = 2**20

@@ -17,7 +17,7 @@ import requests
 from huggingface_hub import snapshot_download
 
 from tests.conftest import PG_ADMIN_URL, ROOT, Hub, base_env, drop_bucket
-from tests.test_hf_write import auth
+from tests.support.hf import auth
 
 MB = 10**6
 MIB = 2**20

@@ -13,7 +13,7 @@ import pytest
 import requests
 from huggingface_hub.errors import HfHubHTTPError
 
-from tests.test_cli import client_env, failed, ok, run
+from tests.support.hub_cli import client_env, failed, ok, run
 
 LIFETIME = 8  # seconds: enough for the checks made while the token is good, even on a busy machine
 EXPIRED = re.compile(r"this token expired on \d{4}-\d\d-\d\d \d\d:\d\d UTC; create a new one at /settings/tokens "

@@ -9,7 +9,8 @@ import os
 import fsspec
 import pytest
 
-from tests.test_cli import client_env, failed, fetched, make_tree, ok, read_tree, run, uploaded
+from tests.support.files import make_tree, read_tree
+from tests.support.hub_cli import client_env, failed, fetched, ok, run, uploaded
 
 MiB = 2**20
 
@@ -179,7 +180,7 @@ def test_an_interrupted_upload_sends_only_the_missing_parts_when_run_again(hub_e
 def test_fsspec_copies_by_hash_and_keeps_the_rules_of_a_local_disk(hub_env, alice, unique, tmp_path):
     from storage.client import HubClient
     from storage.push import push
-    from tests.test_cli import watch_requests
+    from tests.support.hub_cli import watch_requests
 
     files = make_tree(tmp_path / "src", {"w/big.bin": os.urandom(17 * MiB), "w/a.txt": b"a\n", "w/b.txt": b"b\n"})
     push(HubClient(hub_env.url, alice), tmp_path / "src", "model", f"alice/fsrules-{unique}", progress=False)

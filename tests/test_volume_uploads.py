@@ -67,8 +67,8 @@ from urllib.parse import urlparse  # noqa: E402
 import pytest  # noqa: E402
 
 from tests.conftest import PYTHON, ROOT  # noqa: E402
-from tests.test_hf_write import s3_client, stored_objects  # noqa: E402
-from tests.test_volumes import MB, MIB, Vol, error_of, sha  # noqa: E402
+from tests.support.store import s3_client, stored_objects  # noqa: E402
+from tests.support.volumes import MB, MIB, Vol, error_of, sha  # noqa: E402
 
 GIB = 2**30
 PART = 8 * MIB  # HUB_MULTIPART_CHUNK of the test servers

@@ -14,9 +14,9 @@ import pytest
 import requests
 
 from tests.conftest import one_backend
+from tests.support.web import CSP_WATCH, PHONE, SHOTS
 
 CHROMIUM = os.environ.get("HUB_TEST_CHROMIUM", "/usr/bin/chromium")
-SHOTS = Path(__file__).resolve().parent / "artifacts" / "screenshots"
 PASSWORD = "correct horse battery"
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")
@@ -528,9 +528,6 @@ def test_a_catalog_entry_turns_ready_once_mirrored(site, page, unique, tmp_path)
 
 # --- on a phone, and the small things a user review found -------------------------------------------
 
-PHONE = {"width": 390, "height": 844}
-
-
 @pytest.fixture
 def phone(browser):
     context = browser.new_context(viewport=PHONE, device_scale_factor=1, is_mobile=True, has_touch=True)
@@ -874,14 +871,6 @@ def test_tokens_show_their_expiry_and_a_refused_form_keeps_the_one_picked(site, 
     assert page.locator("#tokens tr[data-name]").evaluate_all("rows => rows.map(r => r.dataset.name)") == [
         "ci-run", "laptop", "forever", "ci-run"]
     assert page.locator("#token-expires").input_value() == "30d"
-
-
-CSP_WATCH = """
-window.__csp = [];
-document.addEventListener('securitypolicyviolation', function (e) {
-  window.__csp.push(e.violatedDirective + ' ' + (e.blockedURI || 'inline') + ' ' + (e.sourceFile || '') + ':' + e.lineNumber);
-});
-"""
 
 
 def test_every_page_works_under_the_content_security_policy(site, page, unique) -> None:
