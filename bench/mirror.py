@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 from bench.pull_vs_boto3 import hub_pull, keys_of, start_hub  # noqa: E402
 from bench.result import report  # noqa: E402
 from storage.client import HubClient  # noqa: E402
-from storage.push import push  # noqa: E402
-from storage.transfer import parse_size  # noqa: E402
+from storage.sizes import parse_size  # noqa: E402
+from storage.transfer.push import push  # noqa: E402
 
 BIG = 10
 
@@ -72,7 +72,7 @@ def boto3_copy(rgw: dict, src_bucket: str, keys: list[tuple[str, int]]) -> float
     import boto3
     from botocore.config import Config
 
-    from tests.conftest import drop_bucket
+    from tests.support.servers import drop_bucket
 
     s3 = boto3.client("s3", endpoint_url=rgw["AWS_ENDPOINT_URL"], aws_access_key_id=rgw["AWS_ACCESS_KEY_ID"],
                       aws_secret_access_key=rgw["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1",

@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT))
 from bench.pull_vs_boto3 import drop_page_cache, keys_of, start_hub  # noqa: E402
 from bench.result import report  # noqa: E402
 from storage.client import HubClient  # noqa: E402
-from storage.push import push  # noqa: E402
-from storage.transfer import parse_size  # noqa: E402
+from storage.sizes import parse_size  # noqa: E402
+from storage.transfer.push import push  # noqa: E402
 
 CHUNK = 4 << 20
 

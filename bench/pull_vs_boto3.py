@@ -31,14 +31,15 @@ sys.path.insert(0, str(ROOT))
 
 from bench.result import report  # noqa: E402
 from storage.client import HubClient  # noqa: E402
-from storage.push import push  # noqa: E402
-from storage.transfer import parse_size  # noqa: E402
+from storage.sizes import parse_size  # noqa: E402
+from storage.transfer.push import push  # noqa: E402
 
 
 def start_hub(tmp: Path):
     import psycopg
 
-    from tests.conftest import PG_ADMIN_URL, Hub, _rgw, base_env, drop_bucket
+    from tests.conftest import _rgw
+    from tests.support.servers import PG_ADMIN_URL, Hub, base_env, drop_bucket
 
     _rgw("start")
     rgw = dict(line.split("=", 1) for line in _rgw("env").split() if "=" in line)

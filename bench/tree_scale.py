@@ -157,7 +157,8 @@ def build_repo(layout: Layout, batch: int) -> tuple:
     """Creates the repo through the services; returns (actor, repo, seconds spent inserting Blob
     rows, seconds spent in CommitOps + do_commit, number of commits)."""
     from hub.accounts.services import do_ensure_user
-    from hub.repos.models import Blob, Repo
+    from hub.content.models import Blob
+    from hub.repos.models import Repo
     from hub.repos.services import Actor, CommitOps, do_commit, do_create_repo
 
     actor = Actor(do_ensure_user("bench"))
@@ -400,8 +401,9 @@ def run(args: argparse.Namespace, vendor: str) -> None:
     from django.db import connection
 
     django.setup()
+    from hub.content.models import Blob
     from hub.repos import trees
-    from hub.repos.models import Blob, RepoBlob, TreeNode
+    from hub.repos.models import RepoBlob, TreeNode
     from hub.repos.services import CommitOps, do_commit
 
     proc = psutil.Process()

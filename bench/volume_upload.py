@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.result import report  # noqa: E402
-from tests.conftest import PG_ADMIN_URL, Hub, base_env  # noqa: E402
+from tests.support.servers import PG_ADMIN_URL, Hub, base_env  # noqa: E402
 
 
 def make_file(path: Path, size: int) -> None:

@@ -5,10 +5,8 @@ import os
 import re
 from datetime import timedelta
 
-from storage.progress import format_size  # noqa: F401 - one way to write a size, shared with the client
-
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "PIB": 2**50}
+from storage import sizes
+from storage.sizes import format_size  # noqa: F401 - one way to write a size, shared with the client
 
 
 class ConfigError(ValueError):
@@ -16,11 +14,12 @@ class ConfigError(ValueError):
 
 
 def parse_size(text: str) -> int:
-    """'50GB' -> 50_000_000_000, '1.5 GiB' -> 1610612736, '1024' -> 1024."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).upper() not in _UNITS:
-        raise ConfigError(f"not a size: {text!r} (use e.g. 50GB, 500MiB or a number of bytes)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    """storage.sizes.parse_size (the client's reading: 50M is 50 MiB, 50MB is 50 million bytes),
+    failing as every setting does, with a ConfigError."""
+    try:
+        return sizes.parse_size(text)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

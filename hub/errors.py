@@ -176,7 +176,7 @@ class StorageFull(HubError):
 
 def store_error(exc: Exception) -> HubError:
     """The HubError for a StoreUnavailableError: full, or unreachable."""
-    from storage.objectstore import StoreFullError
+    from storage.store.objectstore import StoreFullError
 
     return StorageFull() if isinstance(exc, StoreFullError) else StorageUnavailable()
 
@@ -236,7 +236,7 @@ class HubErrorMiddleware:
             return error_response(exc)
         if too_big(exc):
             return error_response(body_too_large())
-        from storage.objectstore import StoreUnavailableError
+        from storage.store.objectstore import StoreUnavailableError
 
         if isinstance(exc, StoreUnavailableError):
             log.warning("object store unavailable: %s", exc)
@@ -252,7 +252,7 @@ def server_error(request: HttpRequest) -> HttpResponse:
     the database or the store being away is a 503 with a retry hint too, not an opaque 500."""
     from django.views.defaults import server_error as default
 
-    from storage.objectstore import StoreUnavailableError
+    from storage.store.objectstore import StoreUnavailableError
 
     exc = sys.exc_info()[1]
     if isinstance(exc, StoreUnavailableError):

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_ratelimit",
     "hub.accounts",
+    "hub.content",
     "hub.repos",
     "hub.quotas",
     "hub.volumes",
@@ -69,6 +70,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Before CSRF: a bearer token sent to a web form is refused as such, not as a CSRF failure.
     "hub.accounts.middleware.TokenAuthMiddleware",
+    "hub.instances.middleware.InstanceScopeMiddleware",  # (an instance's token: revoked? its routes, its repos)
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

@@ -20,7 +20,7 @@ OUT=${HUB_SUITE_OUT:-build/hf-suite}
 # The project's venv, made as scripts/test.sh makes it, plus what the suite's modules need beyond it.
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
-    .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+    .venv/bin/pip install --quiet --disable-pip-version-check -e '.[server,test]'
 fi
 # pytest-mock: the suite's `mocker` fixture; pytest-timeout: one hung test must not hold up the run.
 .venv/bin/python -c 'import pytest_mock, pytest_timeout' 2>/dev/null ||

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/pip install --quiet --disable-pip-version-check -e .
+.venv/bin/pip install --quiet --disable-pip-version-check -e '.[server]'
 .venv/bin/python manage.py hub_init --admin "${HUB_ADMIN:-hubadmin}"
 .venv/bin/python manage.py collectstatic --noinput --verbosity 0
 # The catalog: 300+ datasets and 50+ models (metadata) and a few samples with real files, made offline.

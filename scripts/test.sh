@@ -25,7 +25,7 @@ if ! command -v fusermount3 >/dev/null 2>&1; then
 fi
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+.venv/bin/pip install --quiet --disable-pip-version-check -e '.[server,test]'
 
 if [[ ",${HUB_TEST_BACKENDS:-embedded,pg_rgw}," == *",pg_rgw,"* ]]; then
     # CI starts from an empty cluster: a data dir left by an earlier run may hold GBs of old objects.
@@ -39,8 +39,10 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 fi
 
-# Lint first (pyproject.toml's [tool.ruff]): a finding fails the run as a failing test does.
+# Lint first (pyproject.toml's [tool.ruff]) and check the layering (.importlinter: imports point down
+# the layers, no cycles, the client imports no server code): a finding fails the run as a failing test does.
 .venv/bin/ruff check hub storage tests bench scripts
+.venv/bin/lint-imports --no-cache
 
 set +e
 .venv/bin/python -m pytest "$@"

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import time
 from urllib.parse import urlparse
 
 import pytest
 import requests
 
-from tests.conftest import PYTHON, ROOT, Hub, base_env, free_port
 from tests.support.hf import auth, lfs_batch
+from tests.support.servers import base_env, launch_hub
 
 
 @pytest.fixture
@@ -22,26 +21,10 @@ def logged_hub(tmp_path):
     """The embedded hub, started the way scripts/run.sh starts it, its output in a file."""
     data = tmp_path / "data"
     data.mkdir()
-    hub = Hub("access-log", base_env() | {"HUB_DATA_DIR": str(data)}, data)
-    hub.manage("hub_init")
-    hub.port = free_port()
-    log_path = tmp_path / "gunicorn.log"
-    with open(log_path, "wb") as log:
-        hub.proc = subprocess.Popen([PYTHON, "-m", "gunicorn", "hub.wsgi", "-c", "python:hub.gunicorn_config",
-                                     "--bind", f"127.0.0.1:{hub.port}", "--workers", "1"],
-                                    env=hub.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while True:
-        try:
-            if requests.get(f"{hub.url}/healthz", timeout=2).ok:
-                break
-        except requests.RequestException:
-            pass
-        assert time.time() < deadline and hub.proc.poll() is None, log_path.read_text()
-        time.sleep(0.2)
-    hub.log_path = log_path
-    yield hub
-    hub.stop()
+    with launch_hub("access-log", base_env() | {"HUB_DATA_DIR": str(data)}, data,
+                    gunicorn_args=("-c", "python:hub.gunicorn_config", "--workers", "1"),
+                    log_path=tmp_path / "gunicorn.log") as hub:
+        yield hub  # (its log: hub.log_path)
 
 
 def test_the_access_log_shows_requests_but_no_capability(logged_hub):

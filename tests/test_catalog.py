@@ -85,7 +85,7 @@ def test_an_embedded_hub_with_data_upgrades_through_every_migration(tmp_path) ->
     migrations that came after catalog 0007. One that rebuilt catalog_catalogentry failed there
     ("error in trigger catalog_repo_search_repo_ins: no such table: main.catalog_catalogentry"), so
     `scripts/run.sh` could not start on an older data directory; the search still finds the repo after."""
-    from tests.conftest import PYTHON, ROOT, base_env
+    from tests.support.servers import PYTHON, ROOT, base_env
 
     env = base_env() | {"HUB_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "hub.settings"}
     env = {k: v for k, v in env.items() if k not in ("DATABASE_URL", "HUB_STORAGE_URL")}

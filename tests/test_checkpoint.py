@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from storage.checkpoint import MANIFEST, Checkpoints, CorruptCheckpointError
+from storage.fs.checkpoint import MANIFEST, Checkpoints, CorruptCheckpointError
 
 SCRIPT = Path(__file__).parent / "scripts" / "ckpt_train.py"
 

@@ -573,7 +573,7 @@ def test_cp_reads_stdin_and_writes_stdout_for_a_dash(hub, alice, unique, tmp_pat
 
 def test_the_manifest_lists_files_with_sha256_and_working_urls(hub, alice, bob, unique, tmp_path):
     from storage.client import HubClient
-    from storage.push import push
+    from storage.transfer.push import push
 
     files = make_tree(tmp_path / "src", {f"d/f{i:02d}.txt": f"file {i}\n".encode() for i in range(5)}
                       | {"big.bin": os.urandom(11 * 10**6), "top.json": b"{}"})
@@ -652,6 +652,6 @@ def test_an_upload_session_is_visible_to_its_owner_only(hub, alice, bob, unique)
 def test_the_client_imports_no_django():
     assert django_modules_after(
         "import fsspec\n"
-        "import storage.cli, storage.hubfs, storage.pull, storage.push, storage.transfer, storage.client, storage.volume\n"
-        "assert fsspec.get_filesystem_class('hub') is storage.hubfs.HubFileSystem\n"
+        "import storage.cli, storage.fs.hubfs, storage.transfer.pull, storage.transfer.push, storage.transfer.engine, storage.client, storage.fs.volume\n"
+        "assert fsspec.get_filesystem_class('hub') is storage.fs.hubfs.HubFileSystem\n"
         "storage.cli.build_parser()") == ""

@@ -53,7 +53,7 @@ STATE = """
 import hashlib, json
 from django.apps import apps
 from django.db import connection
-from hub.repos.blobs import object_store
+from hub.content.blobs import object_store
 VOLATILE = {"last_used", "last_heartbeat"}
 out = {}
 with connection.cursor() as cur:

@@ -27,7 +27,15 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import PG_ADMIN_URL, Hub, base_env, drop_bucket, free_port
+from tests.support.servers import (
+    PG_ADMIN_URL,
+    Hub,
+    base_env,
+    free_port,
+    fresh_database,
+    launch_hub,
+    scratch_bucket,
+)
 
 MIB = 2**20
 
@@ -159,8 +167,9 @@ def bucket_objects(s3, bucket: str) -> dict[str, int]:
 
 DB_STATE = """
 import json
-from hub.repos.models import Blob, RepoBlob
-from hub.repos.blobs import key_of
+from hub.content.models import Blob
+from hub.repos.models import RepoBlob
+from hub.content.blobs import key_of
 from hub.volumes.models import VolumeEntry
 print(json.dumps({
     "blobs": [[b.sha256, key_of(b), b.size, b.verified] for b in Blob.objects.all()],
@@ -222,19 +231,16 @@ def store_proxy_hub(tmp_path_factory, rgw_env):
     """A hub (SQLite) whose S3 bucket on the shared Ceph RGW is reached only through a TcpProxy."""
     proxy = TcpProxy(int(rgw_env["AWS_ENDPOINT_URL"].rsplit(":", 1)[1]))
     proxy.up()
-    bucket = f"hub-fault-{uuid.uuid4().hex[:10]}"
-    data = tmp_path_factory.mktemp("store-down")
-    env = base_env() | rgw_env | {"HUB_DATA_DIR": str(data), "HUB_STORAGE_URL": f"s3://{bucket}",
-                                  "AWS_ENDPOINT_URL": proxy.url}
-    hub = Hub("store-down", env, data)
-    try:
-        hub.start(data / "server.log")
-        hub.proxy, hub.bucket = proxy, bucket
-        yield hub
-    finally:
-        hub.stop()
-        proxy.down()
-        drop_bucket(rgw_env, bucket)
+    with scratch_bucket(rgw_env, f"hub-fault-{uuid.uuid4().hex[:10]}") as bucket:
+        try:
+            data = tmp_path_factory.mktemp("store-down")
+            env = base_env() | rgw_env | {"HUB_DATA_DIR": str(data), "HUB_STORAGE_URL": f"s3://{bucket}",
+                                          "AWS_ENDPOINT_URL": proxy.url}
+            with launch_hub("store-down", env, data) as hub:
+                hub.proxy, hub.bucket = proxy, bucket
+                yield hub
+        finally:
+            proxy.down()
 
 
 def _commit(hub: Hub, token: str, repo: str, files: dict[str, bytes], title: str) -> requests.Response:
@@ -555,13 +561,12 @@ def small_disk_hub(tmp_path_factory):
     objects = data / "objects"
     objects.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(objects)], check=True)
-    hub = Hub("small-disk", base_env() | {"HUB_DATA_DIR": str(data), "HUB_STORAGE_URL": objects.as_uri()}, data)
     try:
-        hub.start(data / "server.log")
-        hub.objects = objects
-        yield hub
+        env = base_env() | {"HUB_DATA_DIR": str(data), "HUB_STORAGE_URL": objects.as_uri()}
+        with launch_hub("small-disk", env, data) as hub:
+            hub.objects = objects
+            yield hub
     finally:
-        hub.stop()
         subprocess.run(["umount", "-l", str(objects)], check=False)
 
 
@@ -688,23 +693,16 @@ def _pg_ready(timeout: float) -> bool:
 @pytest.fixture
 def pg_hub(tmp_path_factory):
     """A hub on a PostgreSQL database of its own (bytes in a local directory)."""
-    import psycopg
-
-    db = f"hub_fault_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{db}"')
-    data = tmp_path_factory.mktemp("pg-restart")
-    # A write the restart cuts off cannot give its reservation back (no database): it lapses this soon.
-    hub = Hub("pg-restart", base_env() | {"HUB_DATA_DIR": str(data), "DATABASE_URL": f"{PG_ADMIN_URL}/{db}",
-                                          "HUB_RESERVATION_LEASE": "5"}, data)
-    try:
-        hub.start(data / "server.log")
-        yield hub
-    finally:
-        hub.stop()
-        _pg_ready(120)
-        with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    with fresh_database(f"hub_fault_{uuid.uuid4().hex[:10]}") as db:
+        try:
+            data = tmp_path_factory.mktemp("pg-restart")
+            # A write the restart cuts off cannot give its reservation back (no database): it lapses
+            # this soon.
+            env = base_env() | {"HUB_DATA_DIR": str(data), "DATABASE_URL": db, "HUB_RESERVATION_LEASE": "5"}
+            with launch_hub("pg-restart", env, data) as hub:
+                yield hub
+        finally:
+            _pg_ready(120)  # (the cluster may still be restarting: the database is dropped after this)
 
 
 def test_postgres_restart_mid_traffic_gives_503s_then_the_hub_serves_again_without_a_restart(pg_hub):
@@ -836,27 +834,18 @@ def _kill_9(hub: Hub) -> None:
 @pytest.fixture
 def crash_hub(tmp_path_factory, rgw_env):
     """A hub as production runs it (PostgreSQL + S3 on Ceph RGW), on a database and bucket of its own."""
-    import psycopg
-
     suffix = uuid.uuid4().hex[:10]
-    db, bucket = f"hub_crash_{suffix}", f"hub-crash-{suffix}"
-    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{db}"')
-    data = tmp_path_factory.mktemp("crash")
-    env = base_env() | rgw_env | {"HUB_DATA_DIR": str(data), "DATABASE_URL": f"{PG_ADMIN_URL}/{db}",
-                                  "HUB_STORAGE_URL": f"s3://{bucket}",
-                                  # the in-flight commit's reservation lapses this soon after its process died
-                                  "HUB_RESERVATION_LEASE": "4"}
-    hub = Hub("crash", env, data)
-    hub.bucket = bucket
-    try:
-        hub.start(data / "server.log")
-        yield hub
-    finally:
-        hub.stop()
-        with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        drop_bucket(rgw_env, bucket)
+    with scratch_bucket(rgw_env, f"hub-crash-{suffix}") as bucket, \
+            fresh_database(f"hub_crash_{suffix}") as db:
+        data = tmp_path_factory.mktemp("crash")
+        env = base_env() | rgw_env | {"HUB_DATA_DIR": str(data), "DATABASE_URL": db,
+                                      "HUB_STORAGE_URL": f"s3://{bucket}",
+                                      # the in-flight commit's reservation lapses this soon after its
+                                      # process died
+                                      "HUB_RESERVATION_LEASE": "4"}
+        with launch_hub("crash", env, data) as hub:
+            hub.bucket = bucket
+            yield hub
 
 
 ROUNDS = 3

@@ -1,6 +1,6 @@
 """The `hub://` fsspec filesystem against live hubs: what pandas, pyarrow and plain fsspec code see.
 
-Data is published with the client library (storage.push), then read through fsspec only — found
+Data is published with the client library (storage.transfer.push), then read through fsspec only — found
 through the `fsspec.specs` entry point, configured by HUB_ENDPOINT / HUB_TOKEN like the CLI.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from storage.client import HubClient
-from storage.push import push
+from storage.transfer.push import push
 from tests.support.files import make_tree, read_tree
 
 MiB = 2**20

@@ -16,7 +16,7 @@ import fsspec
 import pytest
 from fsspec.tests import abstract
 
-from storage.hubfs import HubFileSystem
+from storage.fs.hubfs import HubFileSystem
 
 
 class HubVolumeFixtures(abstract.AbstractFixtures):

@@ -15,7 +15,7 @@ import requests
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError
 
-from tests.conftest import ROOT
+from tests.support.servers import ROOT
 from tests.support.store import s3_client, stored_objects
 
 MB = 2**20
@@ -27,7 +27,7 @@ def sha(data: bytes) -> str:
 
 def blob_row(hub, sha256: str) -> dict | None:
     out = hub.manage("shell", "-c", (
-        "import json; from hub.repos.models import Blob; "
+        "import json; from hub.content.models import Blob; "
         f"b = Blob.objects.filter(pk='{sha256}').values('key', 'verified', 'corrupt_at', 'corrupt_reason').first(); "
         "print(json.dumps(b, default=str))")).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -178,7 +178,7 @@ def test_gc_racing_with_commits_never_loses_a_referenced_blob(celery_hub, unique
     assert won >= 1, (won, lost)
     # and after all that, nothing in the database points at missing bytes
     out = hub.manage("shell", "-c", (
-        "from hub.repos.models import Blob, RepoBlob; from hub.repos.blobs import object_store, key_of; "
+        "from hub.content.models import Blob; from hub.repos.models import RepoBlob; from hub.content.blobs import object_store, key_of; "
         "s = object_store(); "
         "print(sum(1 for b in Blob.objects.filter(repo_refs__isnull=False).distinct() "
         "if s.size(key_of(b)) is None))")).stdout

@@ -24,8 +24,8 @@ import pytest
 import requests
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, snapshot_download
 
-from tests.conftest import PYTHON, ROOT, Hub, base_env
 from tests.support.files import read_snapshot
+from tests.support.servers import PYTHON, ROOT, Hub, base_env
 from tests.support.store import s3_client, stored_objects
 
 MB = 2**20
@@ -197,7 +197,7 @@ def test_it_mirrors_new_upstream_commits_on_top(celery_hub, upstream, carol, tmp
 def test_it_mirrors_an_s3_prefix_and_refetches_only_what_changed(celery_hub, ops, rgw_env, tmp_path):
     from boto3.s3.transfer import TransferConfig
 
-    from tests.conftest import drop_bucket
+    from tests.support.servers import drop_bucket
 
     s3 = s3_client(celery_hub)
     bucket = f"mirror-src-{uuid.uuid4().hex[:8]}"

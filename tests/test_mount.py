@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import ROOT, django_modules_after
+from tests.conftest import django_modules_after
 from tests.support.mount import Mounts, _alive, _fuse_missing, _stop, client_env, hub_mount, ok
+from tests.support.servers import ROOT
 
 MiB = 2**20
 
@@ -54,7 +55,7 @@ def push_files(hub, token: str, repo: str, files: dict[str, bytes], tmp: Path, *
                message: str = "files") -> str:
     """Commits `files` to `repo` (created if needed) with the hub client; returns the commit id."""
     from storage.client import HubClient
-    from storage.push import push
+    from storage.transfer.push import push
 
     src = tmp / f"src-{hashlib.sha1(repr(sorted(files)).encode() + os.urandom(4)).hexdigest()[:8]}"
     for name, data in files.items():
@@ -89,7 +90,7 @@ def sample_repo() -> dict[str, bytes]:
 def test_the_mount_agent_imports_no_django():
     assert django_modules_after(
         "import storage.mount.commands, storage.mount.agent, storage.mount.repofs, storage.mount.volumefs\n"
-        "import storage.mount.fetch, storage.mount.blocks, storage.mount.system, storage.blobcache\n"
+        "import storage.mount.fetch, storage.mount.blocks, storage.mount.system, storage.mount.process, storage.transfer.blobcache\n"
         "storage.mount.commands.build_parser()") == ""
 
 
@@ -286,8 +287,8 @@ class _OutOfOrderStore:
 
 
 def _streamed(tmp_path: Path, data: bytes, sha256: str):
-    from storage.blobcache import BlobCache
     from storage.mount.fetch import Fetcher, Source
+    from storage.transfer.blobcache import BlobCache
 
     fetcher = Fetcher(None, BlobCache(tmp_path / "cache", 1 << 30))
     fetcher.read_range = _OutOfOrderStore(data).read_range
@@ -506,18 +507,9 @@ def restart(hub, down: float) -> None:
     hub.proc.terminate()
     hub.proc.wait(30)
     time.sleep(down)
-    hub.proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "hub.wsgi", "-b", f"127.0.0.1:{hub.port}", "-k", "gthread",
-         "--threads", "8", "-w", "2", "--timeout", "300", "--graceful-timeout", "5"],
-        env=hub.env, cwd=ROOT, stdout=hub.log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if requests.get(f"{hub.url}/healthz", timeout=2).ok:
-                return
-        except requests.RequestException:
-            time.sleep(0.2)
-    raise RuntimeError("the hub did not come back")
+    # (The arguments this restart has always had: SERVER_ARGS but for --keep-alive, left at gunicorn's 2 s.)
+    hub.start(hub.log_path, port=hub.port, init=False, gunicorn_args=(
+        "-k", "gthread", "--threads", "8", "-w", "2", "--timeout", "300", "--graceful-timeout", "5"))
 
 
 def test_reads_survive_a_hub_restart(hub, alice, unique, tmp_path, mounts):

@@ -10,7 +10,7 @@ import uuid
 import pytest
 import requests
 
-from storage.objectstore import LocalStore, ObjectMissingError, S3Store, StoreUnavailableError
+from storage.store.objectstore import LocalStore, ObjectMissingError, S3Store, StoreUnavailableError
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -31,7 +31,7 @@ def store(request, tmp_path):
             else:
                 os.environ[k] = v
     yield s3
-    from tests.conftest import drop_bucket
+    from tests.support.servers import drop_bucket
 
     drop_bucket(env, s3.bucket)
 

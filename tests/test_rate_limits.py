@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.conftest import Hub, base_env
+from tests.support.servers import Hub, base_env
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ started on one completes on the other, a quota race split across both holds the 
 production compose file validates and wires the services the way the docs say."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -16,8 +17,8 @@ import pytest
 import requests
 from huggingface_hub import snapshot_download
 
-from tests.conftest import PG_ADMIN_URL, ROOT, Hub, base_env, drop_bucket
 from tests.support.hf import auth
+from tests.support.servers import ROOT, base_env, fresh_database, launch_hub, scratch_bucket
 
 MB = 10**6
 MIB = 2**20
@@ -26,28 +27,18 @@ MIB = 2**20
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory, rgw_env):
     """Two hubs sharing one database and one bucket (and nothing else: separate data dirs)."""
-    import psycopg
-
     suffix = uuid.uuid4().hex[:10]
-    db = f"hub_pair_{suffix}"
-    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{db}"')
-    shared = base_env() | rgw_env | {"DATABASE_URL": f"{PG_ADMIN_URL}/{db}", "HUB_STORAGE_URL": f"s3://hub-pair-{suffix}",
-                                     "SECRET_KEY": f"shared-secret-{suffix}"}
-    hubs = []
-    try:
+    with contextlib.ExitStack() as stack:
+        bucket = stack.enter_context(scratch_bucket(rgw_env, f"hub-pair-{suffix}"))
+        db = stack.enter_context(fresh_database(f"hub_pair_{suffix}"))
+        shared = base_env() | rgw_env | {"DATABASE_URL": db, "HUB_STORAGE_URL": f"s3://{bucket}",
+                                         "SECRET_KEY": f"shared-secret-{suffix}"}
+        hubs = []
         for name in ("a", "b"):
             data = tmp_path_factory.mktemp(f"pair-{name}")
-            hub = Hub(f"pair-{name}", shared | {"HUB_DATA_DIR": str(data)}, data)
-            hub.start(data / "server.log")
-            hubs.append(hub)
+            hub = launch_hub(f"pair-{name}", shared | {"HUB_DATA_DIR": str(data)}, data)
+            hubs.append(stack.enter_context(hub))
         yield hubs
-    finally:
-        for hub in hubs:
-            hub.stop()
-        with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        drop_bucket(rgw_env, f"hub-pair-{suffix}")
 
 
 def test_a_repo_pushed_through_one_server_is_pulled_through_the_other(pair, unique, tmp_path, monkeypatch):
@@ -144,9 +135,9 @@ def test_the_compose_file_validates_and_wires_the_services():
     # Every setting the hub reads (hub.config's env helpers, in hub/settings.py) is documented there.
     read = set(re.findall(r'\benv(?:int|bool|size)?\("([A-Z][A-Z0-9_]+)"', (ROOT / "hub" / "settings.py").read_text()))
     assert len(read) > 30 and "HUB_PAGE_CACHE_SECONDS" in read
-    # ...and what the server side reads from the environment directly (the object store client is
-    # shared with the CLI, whose own settings are the README's).
-    for source in [*(ROOT / "hub").rglob("*.py"), ROOT / "storage" / "objectstore.py"]:
+    # ...and what the server side reads from the environment directly: hub/ and the object store
+    # (storage/store/); the client's own settings are the README's.
+    for source in [*(ROOT / "hub").rglob("*.py"), *(ROOT / "storage" / "store").rglob("*.py")]:
         read |= set(re.findall(r'os\.(?:environ\.get\(|getenv\(|environ\[)"([A-Z][A-Z0-9_]+)"', source.read_text()))
     assert "HUB_S3_ADDRESSING" in read
     assert not {v for v in read if not re.search(rf"\b{v}\b", documented)}, "settings missing from .env.example"

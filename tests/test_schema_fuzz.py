@@ -29,7 +29,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.conftest import Hub, base_env
+from tests.support.servers import Hub, base_env
 
 # Examples per operation: valid inputs, then inputs that break the schema (wrong types, missing
 # fields, out-of-range numbers, odd strings). Derandomized: every run sends the same requests.

@@ -150,9 +150,9 @@ def test_torch_saves_to_and_loads_from_the_volume(hub_env, unique):
 
 def test_an_interrupted_upload_sends_only_the_missing_parts_when_run_again(hub_env, alice, unique, tmp_path,
                                                                            monkeypatch):
-    from storage import volume
     from storage.client import HubClient, TransportError
-    from storage.transfer import Stats
+    from storage.fs import volume
+    from storage.transfer.engine import Stats
 
     client = HubClient(hub_env.url, alice)
     data = os.urandom(20 * MiB)  # 3 parts of 8 MiB
@@ -179,7 +179,7 @@ def test_an_interrupted_upload_sends_only_the_missing_parts_when_run_again(hub_e
 
 def test_fsspec_copies_by_hash_and_keeps_the_rules_of_a_local_disk(hub_env, alice, unique, tmp_path):
     from storage.client import HubClient
-    from storage.push import push
+    from storage.transfer.push import push
     from tests.support.hub_cli import watch_requests
 
     files = make_tree(tmp_path / "src", {"w/big.bin": os.urandom(17 * MiB), "w/a.txt": b"a\n", "w/b.txt": b"b\n"})

@@ -66,7 +66,7 @@ from urllib.parse import urlparse  # noqa: E402
 
 import pytest  # noqa: E402
 
-from tests.conftest import PYTHON, ROOT  # noqa: E402
+from tests.support.servers import PYTHON, ROOT  # noqa: E402
 from tests.support.store import s3_client, stored_objects  # noqa: E402
 from tests.support.volumes import MB, MIB, Vol, error_of, sha  # noqa: E402
 
@@ -386,7 +386,7 @@ def test_it_expires_idle_sessions_and_releases_their_reservations(hub, alice):
     # A day passes without a word from the client; then the periodic task runs.
     out = hub.manage("shell", "-c", (
         "from datetime import timedelta; from django.utils import timezone; "
-        "from hub.repos.models import UploadSession; from hub.volumes.tasks import expire_volume_sessions; "
+        "from hub.content.models import UploadSession; from hub.volumes.tasks import expire_volume_sessions; "
         f"UploadSession.objects.filter(pk='{session['id']}').update(expires=timezone.now() - timedelta(minutes=1)); "
         "print(expire_volume_sessions.delay().get())")).stdout
     assert out.strip().splitlines()[-1] == "1"
@@ -406,7 +406,7 @@ def test_the_sweep_ends_an_old_session_whose_completion_died_and_releases_its_re
     assert alice.quota()["reserved"] == len(data)
     out = hub.manage("shell", "-c", (
         "from datetime import timedelta; from django.utils import timezone; "
-        "from hub.repos.models import UploadSession; from hub.volumes.tasks import expire_volume_sessions; "
+        "from hub.content.models import UploadSession; from hub.volumes.tasks import expire_volume_sessions; "
         f"UploadSession.objects.filter(pk='{session['id']}').update(state='done', lease='dead-worker', "
         "claimed=timezone.now() - timedelta(hours=1), expires=timezone.now() - timedelta(minutes=1)); "
         "print(expire_volume_sessions.delay().get())")).stdout

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from rest_framework.views import APIView
 
-from hub.errors import Forbidden, HubError, TooManyRequests, Unauthorized, error_response
+from hub.errors import Forbidden, HubError, TooManyRequests, error_response
 
 
 # Where API tokens are accepted: the native API (DRF views) and the Hugging Face protocol's views,
@@ -45,7 +45,6 @@ class TokenAuthMiddleware:
 
     def __call__(self, request: HttpRequest):
         request.api_token = None
-        request.instance = None
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, view, args, kwargs):
@@ -75,17 +74,7 @@ class TokenAuthMiddleware:
         request.api_token = row
         request.user = row.user
         request._dont_enforce_csrf_checks = True  # a token is no ambient credential: nothing to forge
-        if row.kind == row.INSTANCE:
-            from hub.instances import services as instances
-
-            request.instance = instances.instance_of(row)
-            if request.instance is None:
-                return error_response(Unauthorized("this instance was revoked; its token no longer works"))
-            if not instances.scope_allows(request.path):
-                return error_response(Forbidden(
-                    "an instance token can only read its mount spec, the repos attached to the instance "
-                    "and its owner's volume; use your own token for this"))
-        return None
+        return None  # (an instance's token is scoped next: hub.instances.middleware)
 
 
 def _csrf_refusal(request: HttpRequest):

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from hub.accounts.models import ApiToken, Membership, Namespace
 from hub.errors import BadRequest, Conflict, TokenExpired, Unauthorized
-from hub.repos.validation import check_name
+from hub.validation import check_name
 
 TOKEN_PREFIX = "hub_"
 User = get_user_model()

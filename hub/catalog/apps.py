@@ -29,9 +29,13 @@ class CatalogConfig(AppConfig):
     label = "catalog"
 
     def ready(self) -> None:
+        from hub.catalog.services import not_mirrored_notice
+        from hub.repos import services as repos
         from hub.repos.signals import card_changed
 
         # After every migrate (sent once per app; ensure() is a lookup when all is there).
         pre_migrate.connect(_drop_search_triggers, dispatch_uid="catalog-sqlite-search-drop")
         post_migrate.connect(_ensure_search_index, dispatch_uid="catalog-sqlite-search")
         card_changed.connect(_index_card, dispatch_uid="catalog-index-card")
+        # The native manifest says why a catalog entry has no files yet (`hub pull` prints it).
+        repos.add_notice(not_mirrored_notice)

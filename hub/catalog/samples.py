@@ -26,11 +26,13 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from hub.accounts.actor import Actor
 from hub.catalog import services
 from hub.catalog.models import CatalogEntry
+from hub.content import blobs
 from hub.quotas import services as quotas
-from hub.repos import blobs, trees
 from hub.repos import services as repos
+from hub.repos import trees
 from hub.repos.models import Ref, Repo
 
 SAMPLE_ORG = "hub-samples"
@@ -349,7 +351,7 @@ def do_publish(sample: Sample, bot) -> str:
     from hub.catalog.seed import ensure_org
 
     ns_name, name = sample.repo_id.split("/")
-    actor = repos.Actor(bot)
+    actor = Actor(bot)
     repo = Repo.objects.select_related("namespace").filter(type=sample.type, namespace__name=ns_name,
                                                            name=name).first()
     if repo is None:

@@ -16,13 +16,14 @@ import yaml
 from django.db import transaction
 
 from hub.accounts import services as accounts
+from hub.accounts.actor import Actor
 from hub.accounts.models import Membership, Namespace
 from hub.catalog import services
 from hub.catalog.models import CatalogEntry
 from hub.errors import HubError
 from hub.repos import services as repos
 from hub.repos.models import Repo, sort_name
-from hub.repos.validation import RESERVED_NAMESPACES, check_name
+from hub.validation import RESERVED_NAMESPACES, check_name
 
 log = logging.getLogger(__name__)
 SEED_FILE = Path(__file__).resolve().parent / "seed" / "catalog.yaml"
@@ -164,7 +165,7 @@ def do_seed(items: list[SeedItem]) -> SeedResult:
     """Creates or updates the organisations, repos and entries of `items` (see the module doc)."""
     result = SeedResult()
     bot = ensure_bot()
-    actor = repos.Actor(bot)
+    actor = Actor(bot)
     orgs: dict[str, Namespace | None] = {}
     for ns_name in sorted({i.namespace for i in items}):
         with transaction.atomic():

@@ -38,12 +38,13 @@ from hub.accounts.models import Namespace
 from hub.catalog import sqlite_search
 from hub.catalog.models import CatalogEntry, CatalogFacet
 from hub.config import format_size
+from hub.content import blobs
 from hub.errors import EntryNotFound, HubError
-from hub.repos import blobs, trees
 from hub.repos import services as repos
+from hub.repos import trees
 from hub.repos.cards import split_card
 from hub.repos.models import MIRRORED, Commit, Repo
-from hub.repos.validation import check_path
+from hub.validation import check_path
 
 PER_PAGE = 30
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -21,14 +21,15 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from hub.accounts.actor import Actor
+from hub.content import blobs
 from hub.discussions import services
 from hub.discussions.models import Discussion, Event
 from hub.errors import BadRequest, Conflict, Forbidden, MergeConflict, RevisionNotFound
 from hub.quotas import services as quotas
-from hub.repos import blobs, pullrefs, treediff, trees
+from hub.repos import pullrefs, treediff, trees
 from hub.repos import services as repos
 from hub.repos.models import Commit, Ref, Repo
-from hub.repos.services import Actor
 
 # A diff shows the lines of text files up to DIFF_FILE_MAX bytes, for its first DIFF_FILES files and
 # DIFF_TOTAL_MAX bytes of diff (each file is a read from the store); the rest are named only.

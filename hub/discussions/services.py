@@ -17,13 +17,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 
+from hub.accounts.actor import Actor
 from hub.accounts.models import Membership
 from hub.discussions.models import Discussion, Event
 from hub.errors import BadRequest, Conflict, DiscussionNotFound, Forbidden, NotFound, Unauthorized
 from hub.repos import pullrefs
 from hub.repos import services as repos
 from hub.repos.models import Commit, Repo
-from hub.repos.services import Actor
 
 TITLE_MIN, TITLE_MAX = 3, 200
 TEXT_MAX = 65_536
@@ -40,7 +40,7 @@ def check_can_participate(actor: Actor, repo: Repo) -> None:
     """May the actor (who can read `repo`) open discussions and pull requests there, and comment."""
     if actor.user is None:
         raise Unauthorized("sign in (pass a token) to open discussions, pull requests or comment")
-    if actor.instance_id is not None:
+    if actor.on_instance:
         raise Forbidden("an instance token can only read the repos attached to its instance")
     if not actor.can_write:
         raise Forbidden("this token is read-only; use a write token to open discussions, pull requests or comment")
@@ -58,13 +58,13 @@ def is_moderator(actor: Actor, repo: Repo) -> bool:
 
 def may_manage(actor: Actor, discussion: Discussion) -> bool:
     """May close, reopen and rename it: its author, or a maintainer."""
-    if actor.user is None or actor.instance_id is not None or not actor.can_write:
+    if actor.user is None or actor.on_instance or not actor.can_write:
         return False
     return discussion.author_id == actor.user.pk or is_maintainer(actor, discussion.repo)
 
 
 def may_merge(actor: Actor, discussion: Discussion) -> bool:
-    if actor.user is None or actor.instance_id is not None or not actor.can_write:
+    if actor.user is None or actor.on_instance or not actor.can_write:
         return False
     return discussion.is_pull_request and is_maintainer(actor, discussion.repo)
 

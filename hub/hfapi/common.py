@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from hub.accounts.actor import Actor
+from hub.content.signing import base_url
 from hub.errors import BadRequest, RepoNotFound
 from hub.repos import services
 from hub.repos.models import Repo
-from hub.repos.services import Actor
 
 TYPES = {"models": Repo.MODEL, "datasets": Repo.DATASET, "": Repo.MODEL}
 
@@ -21,11 +21,6 @@ def repo_type(prefix: str) -> str:
         raise RepoNotFound(f"repo type {prefix!r} is not served by this hub (models and datasets are)")
     return t
 
-
-def base_url(request: HttpRequest) -> str:
-    if settings.HUB_PUBLIC_URL:
-        return settings.HUB_PUBLIC_URL.rstrip("/")
-    return f"{request.scheme}://{request.get_host()}"
 
 
 def repo_url(request: HttpRequest, repo: Repo) -> str:

@@ -5,12 +5,12 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from hub.accounts.actor import Actor
 from hub.cursors import decode_cursor, encode_cursor
 from hub.errors import BadRequest
 from hub.hfapi import serializers as ser
 from hub.hfapi.common import paginate, read_json, repo_of
 from hub.repos import gating, likes
-from hub.repos.services import Actor
 
 PAGE = 1000
 

@@ -10,6 +10,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from hub.accounts.actor import Actor
 from hub.catalog.services import render_markdown
 from hub.discussions import pulls
 from hub.discussions import services as discussions
@@ -17,7 +18,6 @@ from hub.discussions.models import Discussion, Event
 from hub.hfapi.common import flag, int_param, read_json, repo_of, repo_url
 from hub.hfapi.serializers import hf_date
 from hub.repos.models import Repo
-from hub.repos.services import Actor
 
 # --- JSON shapes ------------------------------------------------------------------------------------
 

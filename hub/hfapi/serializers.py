@@ -5,7 +5,8 @@ import html
 from datetime import UTC, datetime
 
 from hub.catalog.services import render_markdown
-from hub.repos import blobs, trees
+from hub.content import blobs
+from hub.repos import trees
 from hub.repos.models import AccessRequest, Commit, Repo, RepoLike
 
 

@@ -6,12 +6,13 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from hub.accounts.actor import Actor
+from hub.content import blobs
 from hub.errors import BadRequest, Unauthorized
 from hub.hfapi import serializers as ser
 from hub.hfapi.common import paginate, read_json, repo_of
 from hub.quotas import services as quota_services
-from hub.repos import blobs, history, services
-from hub.repos.services import Actor
+from hub.repos import history, services
 
 
 @require_http_methods(["GET"])
@@ -21,7 +22,7 @@ def repo_storage(request: HttpRequest, org: str | None = None) -> JsonResponse:
     if not request.user.is_authenticated:
         raise Unauthorized("Invalid credentials in Authorization header: no token was sent")
     ns = quota_services.namespace_for(request.user, org)
-    rows = quota_services.repo_storage(ns)
+    rows = services.repo_storage(ns)
     total = sum(size for _, size in rows) or 1
     return JsonResponse([{"id": r.repo_id, "type": r.type, "updatedAt": ser.hf_date(r.last_modified),
                           "visibility": "private" if r.private else "public", "storage": size,

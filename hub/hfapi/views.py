@@ -14,8 +14,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from hub.accounts.actor import Actor
 from hub.accounts.services import user_orgs
 from hub.catalog.services import not_mirrored_notice
+from hub.content import blobs, serving
 from hub.cursors import decode_cursor, encode_cursor
 from hub.discussions import pulls
 from hub.discussions.services import check_can_participate
@@ -42,10 +44,9 @@ from hub.hfapi.common import (
 )
 from hub.hfapi.lfs import XET_WARNING
 from hub.quotas import services as quota_services
-from hub.repos import attributes, blobs, cards, pullrefs, services, serving, trees
+from hub.repos import attributes, cards, pullrefs, services, trees
 from hub.repos.models import Repo
-from hub.repos.services import Actor
-from hub.repos.validation import check_dir_path, check_path
+from hub.validation import check_dir_path, check_path
 
 PAGE = 1000
 PAGE_EXPANDED = 50

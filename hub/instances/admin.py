@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from hub.accounts.actor import Actor
 from hub.instances import services
 from hub.instances.models import Instance, InstanceMount
-from hub.repos.services import Actor
 
 
 class MountInline(admin.TabularInline):

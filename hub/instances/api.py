@@ -9,6 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from hub.accounts.actor import Actor
 from hub.accounts.middleware import limit_token_creation
 from hub.errors import Forbidden
 from hub.instances import services
@@ -23,7 +24,6 @@ from hub.instances.serializers import (
     instance_data,
     mount_data,
 )
-from hub.repos.services import Actor
 from hub.volumes.api import VolumeView, errors
 from hub.volumes.serializers import validated
 

@@ -14,12 +14,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from hub.accounts import services as accounts
+from hub.accounts.actor import Actor
 from hub.accounts.models import ApiToken
 from hub.errors import BadRequest, Conflict, Forbidden, HubError, NotFound, Unauthorized
 from hub.instances.models import Instance, InstanceMount
 from hub.repos import services as repos
 from hub.repos.models import Repo
-from hub.repos.validation import check_name, check_path
+from hub.validation import check_name, check_path
 
 User = get_user_model()
 TYPES = {"model": Repo.MODEL, "dataset": Repo.DATASET}
@@ -39,11 +40,11 @@ def _is_operator(user) -> bool:
     return bool(user is not None and (user.is_staff or user.is_superuser))
 
 
-def check_manager(actor: repos.Actor) -> None:
+def check_manager(actor: Actor) -> None:
     """Managing instances needs a user's own write-capable token (or a web session)."""
     if actor.user is None:
         raise Unauthorized("you must be logged in (pass a token) to manage instances")
-    if actor.instance_id is not None:
+    if actor.on_instance:
         raise Forbidden("an instance token cannot manage instances; use your own token")
     if not actor.can_write:
         raise Forbidden("this token is read-only; create a write token to manage instances")
@@ -83,7 +84,7 @@ def _resolve_mount(owner, m: MountRequest) -> tuple[Repo, str, str]:
     if not isinstance(m.repo_id, str) or m.repo_id.count("/") != 1:
         raise BadRequest(f"invalid repo id {m.repo_id!r}: expected NAMESPACE/NAME")
     ns, name = m.repo_id.split("/")
-    repo = repos.access_repo(repos.Actor(owner, can_write=False), m.type, ns, name)
+    repo = repos.access_repo(Actor(owner, can_write=False), m.type, ns, name)
     revision = (m.revision or "").strip()
     if revision and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}", revision):
         raise BadRequest(f"invalid revision {revision!r}")
@@ -92,7 +93,7 @@ def _resolve_mount(owner, m: MountRequest) -> tuple[Repo, str, str]:
 
 
 @transaction.atomic
-def do_register(actor: repos.Actor, name: str, mounts: list[MountRequest], *, owner: str | None = None
+def do_register(actor: Actor, name: str, mounts: list[MountRequest], *, owner: str | None = None
                 ) -> tuple[Instance, str]:
     """Registers an instance and returns it with its token (shown this once)."""
     check_manager(actor)
@@ -129,7 +130,7 @@ def do_register(actor: repos.Actor, name: str, mounts: list[MountRequest], *, ow
     return instance, token_text
 
 
-def instances_of(actor: repos.Actor, owner: str | None = None):
+def instances_of(actor: Actor, owner: str | None = None):
     check_manager(actor)
     qs = Instance.objects.select_related("owner").prefetch_related("mounts__repo__namespace")
     if owner and owner != actor.user.username:
@@ -139,7 +140,7 @@ def instances_of(actor: repos.Actor, owner: str | None = None):
     return qs.filter(owner=actor.user)
 
 
-def access_instance(actor: repos.Actor, instance_id) -> Instance:
+def access_instance(actor: Actor, instance_id) -> Instance:
     """The instance, if the actor manages it; anyone else's is as missing as a wrong id."""
     check_manager(actor)
     instance = (Instance.objects.select_related("owner", "token").filter(pk=instance_id).first()
@@ -165,7 +166,7 @@ def _live(instance: Instance) -> None:
 
 
 @transaction.atomic
-def do_attach(actor: repos.Actor, instance: Instance, m: MountRequest) -> InstanceMount:
+def do_attach(actor: Actor, instance: Instance, m: MountRequest) -> InstanceMount:
     _live(instance)
     repo, revision, path = _resolve_mount(instance.owner, m)
     current = list(instance.mounts.select_related("repo__namespace"))
@@ -179,14 +180,14 @@ def do_attach(actor: repos.Actor, instance: Instance, m: MountRequest) -> Instan
     return InstanceMount.objects.create(instance=instance, repo=repo, revision=revision, path=path)
 
 
-def do_detach(actor: repos.Actor, instance: Instance, mount_id) -> None:
+def do_detach(actor: Actor, instance: Instance, mount_id) -> None:
     _live(instance)
     deleted, _ = InstanceMount.objects.filter(instance=instance, pk=mount_id).delete()
     if not deleted:
         raise NotFound(f"mount {mount_id} is not attached to {instance.name}")
 
 
-def do_revoke(actor: repos.Actor, instance: Instance) -> Instance:
+def do_revoke(actor: Actor, instance: Instance) -> Instance:
     """Revokes the instance and its token at once; a mount using it gets 401 from then on."""
     now = timezone.now()
     with transaction.atomic():
@@ -207,7 +208,7 @@ def instance_of(token: ApiToken | None) -> Instance | None:
 def spec(instance: Instance) -> dict:
     """What the agent mounts: every attached repo with its revision resolved to a commit now, and
     the volume. A repo the owner can no longer read is listed with its error instead of a commit."""
-    owner = repos.Actor(instance.owner, can_write=False)
+    owner = Actor(instance.owner, can_write=False)
     mounts = []
     for m in instance.mounts.select_related("repo__namespace"):
         repo = m.repo
@@ -231,8 +232,9 @@ def do_heartbeat(instance: Instance, agent: str = "") -> None:
         last_heartbeat=timezone.now(), agent=(agent or "")[:200])
 
 
-def can_read_repo(instance_id, repo: Repo) -> bool:
-    return InstanceMount.objects.filter(instance_id=instance_id, repo=repo).exists()
+def attached_repos(instance: Instance) -> frozenset:
+    """The pks of the repos attached to the instance: all its token may read."""
+    return frozenset(InstanceMount.objects.filter(instance=instance).values_list("repo_id", flat=True))
 
 
 # Deny by default: an instance token reaches these and nothing else. Repo endpoints are further

@@ -15,10 +15,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hub.accounts.actor import Actor
 from hub.mirrors import services
 from hub.mirrors.models import MirrorJob
 from hub.repos.models import Repo
-from hub.repos.services import Actor
 from hub.volumes.api import errors  # the hub's one error shape in the schema
 
 TYPES = [Repo.MODEL, Repo.DATASET]

@@ -34,6 +34,8 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.db.models import F, Q
 from django.utils import timezone
 
+from hub.content import blobs
+from hub.content.models import Blob
 from hub.errors import Conflict, HubError
 from hub.mirrors import services
 from hub.mirrors.models import MirrorFile, MirrorJob, MirrorRevision
@@ -50,11 +52,13 @@ from hub.mirrors.sources import (
 )
 from hub.quotas import services as quotas
 from hub.quotas.models import Reservation
-from hub.repos import blobs, trees
 from hub.repos import services as repos
-from hub.repos.models import Blob, Ref
+from hub.repos import trees
+from hub.repos.models import Ref
 from hub.sealed import UNREADABLE
-from storage.objectstore import StoreUnavailableError
+from hub.uploads import transfers
+from storage.store.objectstore import StoreUnavailableError
+from storage.transfer.ratelimit import RateLimiter
 
 log = logging.getLogger("hub.mirrors")
 TRANSIENT = (TransientSourceError, StoreUnavailableError, requests.ConnectionError, requests.Timeout,
@@ -171,25 +175,6 @@ class Progress:
                     "bytes_fetched": self.fetched, "bytes_resumed": self.resumed, "rate": self.rate}
 
 
-class RateLimit:
-    """At most `rate` bytes per second over all threads of a job."""
-
-    def __init__(self, rate: int | None) -> None:
-        self.rate = rate
-        self.lock = threading.Lock()
-        self.next = time.monotonic()
-
-    def consume(self, n: int) -> None:
-        if not self.rate:
-            return
-        with self.lock:
-            now = time.monotonic()
-            self.next = max(self.next, now - 0.2) + n / self.rate  # a fifth of a second of burst
-            wait = self.next - now
-        if wait > 0:
-            time.sleep(wait)
-
-
 class Hashers:
     def __init__(self, f: RemoteFile, git: bool, md5: bool) -> None:
         self.sha256 = hashlib.sha256()
@@ -211,7 +196,7 @@ class JobRun:
         self.actor = services.commit_actor(self.job)
         self.notes: list[str] = []
         self.progress = Progress(self.job)
-        self.limit = RateLimit(self.job.max_rate)
+        self.limit = RateLimiter(self.job.max_rate, burst=0.2)  # a fifth of a second of burst
         self.stop = threading.Event()
         self.lost = threading.Event()
         self.remote: dict[tuple[str, str], RemoteFile] = {}
@@ -280,8 +265,7 @@ class JobRun:
         # Stored bytes are reused by hash only where the job's committer may use them (their own
         # uploads, repos they can read): otherwise an upstream claiming someone's private sha256
         # would get its bytes copied into a public repo. Other bytes are fetched, which proves them.
-        stored = _stored([r.sha256 for r in self.rows.values() if r.sha256])
-        stored = _referenceable(self.actor.user, stored)
+        stored = transfers.reusable(self.actor.user, {r.sha256: r.size for r in self.rows.values() if r.sha256})
         done, undone = [], []
         for row in self.rows.values():
             if row.sha256 and row.sha256 in stored:
@@ -423,7 +407,7 @@ class JobRun:
             blobs.ingest_bytes(bytes(data), self.actor.user)  # a no-op for bytes stored already
         elif blobs.reuse(sha, self.actor.user) is None:
             with open(path, "rb") as fh:
-                blobs.ingest_stream_verified(fh, sha, f.size, self.actor.user)
+                blobs.ingest_stream(fh, f.size, sha256=sha, user=self.actor.user)
         if path is not None and local is None:
             os.unlink(path)
         row.sha256 = sha
@@ -441,7 +425,7 @@ class JobRun:
                 raise _Stopped()
             self.progress.add(row.pk, len(chunk))
             yield chunk
-            self.limit.consume(len(chunk))
+            self.limit.take(len(chunk))
 
     def _download_small(self, source: Source, f: RemoteFile, row: MirrorFile, git: bool, md5: bool
                         ) -> tuple[bytearray, Hashers]:
@@ -708,23 +692,6 @@ def _rehash(fh, have: int, f: RemoteFile, git: bool, md5: bool) -> Hashers:
         hashers.update(data)
         left -= len(data)
     return hashers
-
-
-def _stored(shas: list[str]) -> set[str]:
-    out: set[str] = set()
-    shas = list(set(shas))
-    for i in range(0, len(shas), 500):
-        out |= set(Blob.objects.filter(pk__in=shas[i:i + 500], verified=True, corrupt_at=None)
-                   .values_list("sha256", flat=True))
-    return out
-
-
-def _referenceable(user, shas: set[str]) -> set[str]:
-    out: set[str] = set()
-    shas_list = list(shas)
-    for i in range(0, len(shas_list), 1000):
-        out |= blobs.can_reference(user, shas_list[i:i + 1000])
-    return out
 
 
 def _update_in_chunks(pks: list[int], **fields) -> None:

@@ -21,14 +21,15 @@ from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from hub.accounts.actor import Actor
 from hub.accounts.models import Namespace
 from hub.accounts.services import do_create_org, do_ensure_user
+from hub.celery import task
 from hub.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from hub.mirrors.models import MirrorFile, MirrorJob, MirrorRevision
 from hub.repos import services as repos
 from hub.repos.models import Repo
-from hub.repos.services import Actor
-from hub.repos.validation import check_name
+from hub.validation import check_name
 
 log = logging.getLogger("hub.mirrors")
 BOT = "hub-mirror"
@@ -109,7 +110,7 @@ def check_create_job(actor: Actor | None, repo_id: str, *, repo_type: str = Repo
     if not system:
         if actor.user is None:
             raise Unauthorized("you must be logged in (pass a token) to start a mirror")
-        if not actor.can_write or actor.instance_id is not None:
+        if not actor.can_write or actor.on_instance:
             raise Forbidden("this token cannot write; use a write token of your own to start a mirror")
     operator = system or is_operator(user)
     if repo_type not in (Repo.MODEL, Repo.DATASET):
@@ -192,8 +193,7 @@ def check_create_job(actor: Actor | None, repo_id: str, *, repo_type: str = Repo
 def enqueue(job: MirrorJob, *, inline: bool = False) -> None:
     """Sends the job to the workers. Without a broker (the embedded default) tasks run in-process:
     in a background thread of this process, or right here with `inline`."""
-    from hub.mirrors.tasks import run_mirror
-
+    run_mirror = task("hub.mirrors.tasks.run_mirror")
     if settings.CELERY_TASK_ALWAYS_EAGER and not inline:
         def run() -> None:
             try:

@@ -18,7 +18,7 @@ from urllib.parse import quote, urljoin, urlparse
 import requests
 
 from hub.errors import HubError
-from hub.repos.validation import check_path, check_ref_name
+from hub.validation import check_path, check_ref_name
 
 log = logging.getLogger("hub.mirrors")
 

@@ -37,6 +37,8 @@ from django.utils import timezone
 
 from hub.accounts.models import Namespace
 from hub.config import format_size
+from hub.content import refs
+from hub.content.models import Blob
 from hub.errors import PayloadTooLarge
 from hub.quotas.models import Plan, Reservation
 
@@ -92,18 +94,7 @@ def _exceeded(ns: Namespace, limit: int, need: int) -> QuotaExceeded:
 
 def referenced(ns: Namespace, sha256s) -> set[str]:
     """Which of these blobs the account already references (so they cost it nothing more)."""
-    from hub.repos.models import RepoBlob
-    from hub.volumes.models import VolumeEntry
-
-    wanted = set(sha256s)
-    if not wanted:
-        return set()
-    found = set(RepoBlob.objects.filter(repo__namespace=ns, blob_id__in=wanted).values_list("blob_id", flat=True))
-    rest = wanted - found
-    if rest:
-        found |= set(VolumeEntry.objects.filter(volume__namespace=ns, blob_id__in=rest)
-                     .values_list("blob_id", flat=True))
-    return found
+    return refs.referenced(ns, sha256s)
 
 
 def reserve(ns: Namespace, size: int, *, user=None, sha256: str = "", purpose: str = "",
@@ -182,16 +173,10 @@ def uncharge(ns: Namespace, candidates: dict[str, int]) -> int:
 
 
 def recount(ns: Namespace) -> tuple[int, int]:
-    """(used, reserved) from the truth: the distinct blobs the account's repos and volume reference,
-    and its reservations."""
-    from hub.repos.models import Blob
-
-    repo_blobs = Blob.objects.filter(repo_refs__repo__namespace=ns).values("sha256")
-    vol_blobs = Blob.objects.filter(volume_entries__volume__namespace=ns).values("sha256")
-    used = Blob.objects.filter(sha256__in=repo_blobs).aggregate(s=Sum("size"))["s"] or 0
-    # a blob in a repo and in the volume counts once
-    only_vol = Blob.objects.filter(sha256__in=vol_blobs).exclude(sha256__in=repo_blobs)
-    used += only_vol.aggregate(s=Sum("size"))["s"] or 0
+    """(used, reserved) from the truth: the distinct blobs the account references, by every kind of
+    reference (hub.content.refs: its repos and its volume; a blob in both counts once), and its
+    reservations."""
+    used = Blob.objects.filter(refs.used_by(ns)).aggregate(s=Sum("size"))["s"] or 0
     reserved = Reservation.objects.filter(namespace=ns).aggregate(s=Sum("size"))["s"] or 0
     return used, reserved
 
@@ -317,35 +302,16 @@ class QuotaReport:
 
 
 def report(ns: Namespace, top: int = 10) -> QuotaReport:
-    """Limit, usage and the largest consumers: repos and the volume, each by the bytes of the distinct
-    blobs it holds (a file copied twice within the volume counts once, as in the usage; a file in a
-    repo and in the volume is listed under both)."""
-    from hub.repos.models import Blob, Repo
-    from hub.volumes.models import VolumeEntry
-
+    """Limit, usage and the largest consumers — each kind of reference lists its own (repos, the
+    volume), each by the bytes of the distinct blobs it holds (a file copied twice within the volume
+    counts once, as in the usage; a file in a repo and in the volume is listed under both)."""
     if Reservation.objects.filter(namespace=ns, expires__lt=timezone.now()).exists():
         with transaction.atomic():
             _lapse(lock(ns))
     ns = Namespace.objects.select_related("plan").get(pk=ns.pk)
-    repos = (Repo.objects.filter(namespace=ns).annotate(bytes=Sum("blob_refs__blob__size"))
-             .order_by(F("bytes").desc(nulls_last=True))[:top])
-    consumers = [{"kind": r.type, "id": r.repo_id, "bytes": r.bytes or 0} for r in repos]
-    held = VolumeEntry.objects.filter(volume__namespace=ns, is_dir=False).values("blob_id")
-    vol = Blob.objects.filter(sha256__in=held).aggregate(s=Sum("size"))["s"]
-    if vol:
-        consumers.append({"kind": "volume", "id": f"{ns.name}/volume", "bytes": vol})
-    consumers.sort(key=lambda c: -c["bytes"])
-    return QuotaReport(ns.name, limit_of(ns), ns.used_bytes, ns.reserved_bytes, consumers[:top])
+    consumers = [{"kind": kind, "id": ident, "bytes": size} for kind, ident, size in refs.consumers(ns, top)]
+    return QuotaReport(ns.name, limit_of(ns), ns.used_bytes, ns.reserved_bytes, consumers)
 
-
-def repo_storage(ns: Namespace) -> list[tuple[object, int]]:
-    """Every repo of the account with the bytes of the distinct blobs it references (all revisions),
-    largest first: what `hf repos ls` lists."""
-    from hub.repos.models import Repo
-
-    repos = (Repo.objects.filter(namespace=ns).select_related("namespace")
-             .annotate(bytes=Sum("blob_refs__blob__size")).order_by(F("bytes").desc(nulls_last=True), "sort_name"))
-    return [(r, r.bytes or 0) for r in repos]
 
 
 def namespace_for(user, name: str | None = None) -> Namespace:

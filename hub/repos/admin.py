@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from hub.repos.models import AccessRequest, Blob, Commit, Ref, Repo, RepoLike, RepoRedirect, UploadSession
+from hub.content.models import Blob, UploadSession
+from hub.repos.models import AccessRequest, Commit, Ref, Repo, RepoLike, RepoRedirect
 
 
 class RefInline(admin.TabularInline):

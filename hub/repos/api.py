@@ -22,14 +22,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hub.catalog.services import not_mirrored_notice
+from hub.accounts.actor import Actor
+from hub.content import blobs
+from hub.content.models import UploadSession
+from hub.content.signing import base_url
 from hub.cursors import decode_cursor, encode_cursor
 from hub.errors import BadRequest, NotFound, Unauthorized
-from hub.repos import blobs, gating, manifest, services
-from hub.repos.models import Repo, UploadSession
-from hub.repos.services import Actor
-from hub.repos.validation import check_dir_path
-from storage.objectstore import ObjectMissingError
+from hub.repos import gating, manifest, services
+from hub.repos.models import Repo
+from hub.uploads import sessions
+from hub.validation import check_dir_path
 
 ErrorSchema = inline_serializer("HubError", {"error": serializers.CharField(), "code": serializers.CharField()})
 MANIFEST_FILE = {
@@ -104,7 +106,7 @@ class ManifestView(APIView):
                                    exclude=params.getlist("exclude"), after=decode_cursor(params.get("cursor"), hint=CURSOR_HINT),
                                    limit=limit)
         blobs.object_store().check_reachable()  # the URLs below lead to it
-        base = _base_url(request)
+        base = base_url(request)
         prefix = "datasets/" if repo.type == Repo.DATASET else ""
         resolve = f"{base}/{prefix}{repo.repo_id}/resolve/{commit.oid}/"
         urls = manifest.download_urls(page.files, expires=settings.HUB_PRESIGN_SECONDS,
@@ -114,7 +116,7 @@ class ManifestView(APIView):
         body = {"repo": repo.repo_id, "type": repo.type, "revision": revision, "commit": commit.oid,
                 "files": files, "next": encode_cursor(page.after), "expires_in": settings.HUB_PRESIGN_SECONDS}
         if not params.get("cursor"):
-            body["notice"] = not_mirrored_notice(repo)
+            body["notice"] = services.notice(repo)
         resp = Response(body)
         resp["X-Repo-Commit"] = commit.oid
         resp["Cache-Control"] = "private, no-store"  # URLs inside are capabilities
@@ -135,27 +137,18 @@ class UploadSessionView(APIView):
         session = UploadSession.objects.filter(pk=upload_id, user=request.user, purpose="lfs").first()
         if session is None:
             raise NotFound("no such upload session (it may belong to someone else or have been cleaned up)")
-        session = blobs.revive(session)  # (a completion whose worker died: open again, parts listed)
+        session = sessions.revive(session)  # (a completion whose worker died: open again, parts listed)
         stored: dict[int, tuple[str, int]] = {}
         part_urls: dict[str, str] = {}
         complete_url = None
-        from hub.hfapi.lfs import _sign
-
-        base = _base_url(request)
+        base = base_url(request)
         if session.state == UploadSession.OPEN:
-            try:
-                stored = blobs.object_store().list_parts(session.key, session.store_upload_id)
-            except ObjectMissingError:  # swept a moment ago
-                raise NotFound("this upload session has ended; start the upload again") from None
-            # A part only counts when it has its full length: a torn one is sent again.
-            stored = {n: v for n, v in stored.items()
-                      if n <= session.part_count and v[1] == blobs.part_length(session, n)}
-            store = blobs.object_store()
-            for n in range(1, session.part_count + 1):
-                if n not in stored:
-                    part_urls[str(n)] = (store.presign_part(session.key, session.store_upload_id, n, expires=86400)
-                                         or f"{base}/lfs/part/{_sign({'s': str(session.id), 'n': n})}")
-            complete_url = f"{base}/lfs/complete/{_sign({'s': str(session.id)})}"
+            stored = sessions.received_parts(session)
+            missing = [n for n in range(1, session.part_count + 1) if n not in stored]
+            urls = sessions.part_urls(session, missing, lifetime=int(sessions.LFS_SESSION_TTL.total_seconds()),
+                                      link=lambda n, token: f"{base}/lfs/part/{token}")
+            part_urls = {str(n): url for n, url in urls.items()}
+            complete_url = sessions.complete_url(session, lambda token: f"{base}/lfs/complete/{token}")
         return Response({
             "upload_id": str(session.id), "sha256": session.sha256, "size": session.size,
             "part_size": session.part_size, "part_count": session.part_count, "state": session.state,
@@ -164,10 +157,6 @@ class UploadSessionView(APIView):
         })
 
 
-def _base_url(request: Request) -> str:
-    from hub.hfapi.common import base_url
-
-    return base_url(request)
 
 
 NAME = r"(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"

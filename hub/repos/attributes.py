@@ -18,7 +18,8 @@ from django.conf import settings
 from pathspec import GitIgnoreSpec
 from pathspec.patterns.gitignore.basic import GitIgnoreBasicPattern
 
-from hub.repos import blobs, trees
+from hub.content import blobs
+from hub.repos import trees
 
 LFS, REGULAR = "lfs", "regular"
 # Only so much of either file is read: a .gitattributes of megabytes is an attack, not a config.

@@ -16,9 +16,10 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from hub.accounts.actor import Actor
 from hub.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from hub.repos.models import AccessRequest, Repo
-from hub.repos.services import Actor, check_can_write, role_in
+from hub.repos.services import check_can_write, role_in
 
 STATUSES = (AccessRequest.PENDING, AccessRequest.ACCEPTED, AccessRequest.REJECTED)
 REASON_MAX = 200
@@ -56,7 +57,7 @@ def do_request_access(actor: Actor, repo: Repo, fields: dict | None = None) -> A
     Safe to call concurrently: the one-request-per-user constraint lets one INSERT win."""
     if actor.user is None:
         raise Unauthorized("log in (pass a token) to ask for access to a repo")
-    if actor.instance_id is not None or not actor.can_write:
+    if actor.on_instance or not actor.can_write:
         # Asking is a change made in the person's name: not for a read-only or an instance token.
         raise Forbidden("this token cannot ask for access (it is read-only or an instance's); ask on the repo's "
                         "page, or with a write token")

@@ -1,8 +1,8 @@
 """Garbage collection: remove bytes nothing refers to, after a grace period, and put quota usage
 back on the truth.
 
-What refers to bytes: a repo's commits (RepoBlob), a volume file (VolumeEntry.blob), an open upload
-session (its key; its sha256). A blob row with none of these, created and last promised to a
+What refers to bytes: every kind of reference declared in hub.content.refs (a repo's commits, a
+volume's files), and an open upload session (its key; its sha256). A blob row with none of these, created and last promised to a
 client (Blob.touched) before the grace period, is deleted — row first, in a transaction that locks
 it and re-checks the references, so a commit that references it at the same moment either wins
 (the blob stays) or finds it gone and fails with a clear message (do_commit locks the same rows);
@@ -21,10 +21,10 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from hub.accounts.models import Namespace
+from hub.content import blobs, refs
+from hub.content.models import Blob, UploadSession
 from hub.quotas import services as quotas
-from hub.repos import blobs
-from hub.repos.models import Blob, RepoBlob, UploadSession
-from hub.volumes.models import VolumeEntry
+from hub.uploads import sessions
 
 log = logging.getLogger("hub.gc")
 PREFIXES = ("blobs/", "staging/")
@@ -45,16 +45,13 @@ class Report:
 
 def _live_sessions():
     """Upload sessions whose bytes must stay: open ones, and those a completion is working on (or
-    whose completion died: they reopen, see blobs.revive)."""
+    whose completion died: they reopen, see sessions.revive)."""
     return UploadSession.objects.filter(Q(state=UploadSession.OPEN) | Q(state=UploadSession.DONE, lease__gt=""))
 
 
 def _unreferenced():
-    open_sessions = _live_sessions().filter(sha256=OuterRef("sha256"))
-    return (Blob.objects.annotate(in_repo=Exists(RepoBlob.objects.filter(blob=OuterRef("pk"))),
-                                  in_volume=Exists(VolumeEntry.objects.filter(blob=OuterRef("pk"))),
-                                  uploading=Exists(open_sessions))
-            .filter(in_repo=False, in_volume=False, uploading=False))
+    uploading = _live_sessions().filter(sha256=OuterRef("sha256"))
+    return refs.unreferenced(Blob.objects.filter(~Exists(uploading)))
 
 
 def collect_blobs(grace: timedelta, *, dry_run: bool = False, limit: int = 10_000) -> tuple[int, int]:
@@ -154,7 +151,7 @@ def reconcile_quotas() -> dict[str, tuple[int, int]]:
 def run(grace: timedelta = timedelta(hours=1), *, dry_run: bool = False) -> Report:
     report = Report()
     if not dry_run:
-        report.sessions_expired = blobs.expire_sessions()
+        report.sessions_expired = sessions.expire_sessions()
     report.blobs_deleted, report.bytes_freed = collect_blobs(grace, dry_run=dry_run)
     report.orphans_deleted, report.uploads_aborted = collect_orphans(grace, dry_run=dry_run)
     if not dry_run:

@@ -12,6 +12,7 @@ import hashlib
 
 from django.db import transaction
 
+from hub.accounts.actor import Actor
 from hub.errors import BadRequest
 from hub.quotas import services as quotas
 from hub.repos import services, trees
@@ -63,7 +64,7 @@ def _entries(store: trees.NodeStore, digest: str) -> list[list]:
     return [raw for c in node["c"] for raw in leaves[c[1]]["e"]]
 
 
-def do_delete_lfs_files(actor: services.Actor, repo: Repo, shas: list[str], *, rewrite_history: bool = True
+def do_delete_lfs_files(actor: Actor, repo: Repo, shas: list[str], *, rewrite_history: bool = True
                         ) -> int:
     """Removes every file whose bytes are one of `shas` from every revision of the repo, and gives
     back the bytes nothing else of the account holds. Returns how many commits were rewritten.

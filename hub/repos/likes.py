@@ -9,15 +9,16 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
 
+from hub.accounts.actor import Actor
 from hub.errors import Forbidden, NotFound, Unauthorized
 from hub.repos.models import Repo, RepoLike
-from hub.repos.services import Actor, visible_repos
+from hub.repos.services import visible_repos
 
 
 def _check_can_like(actor: Actor) -> None:
     if actor.user is None:
         raise Unauthorized("log in (pass a token) to like a repo")
-    if actor.instance_id is not None or not actor.can_write:
+    if actor.on_instance or not actor.can_write:
         # A like is made in the person's name: not with a read-only or an instance token.
         raise Forbidden("this token cannot like repos (it is read-only or an instance's); use a write token "
                         "or the repo's page")

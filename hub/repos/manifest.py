@@ -9,9 +9,11 @@ import fnmatch
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from hub.content import blobs
+from hub.content.models import Blob
 from hub.errors import EntryNotFound, HubError
-from hub.repos import blobs, trees
-from hub.repos.models import Blob, Commit, Repo
+from hub.repos import trees
+from hub.repos.models import Commit, Repo
 
 MAX_LIMIT = 10_000
 SCAN_FACTOR = 20  # entries scanned per file returned, at most, before a filtered page is cut short

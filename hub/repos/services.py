@@ -7,10 +7,14 @@ import re
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
+from hub.accounts.actor import Actor
 from hub.accounts.models import Membership, Namespace
+from hub.celery import task
+from hub.content import blobs
+from hub.content.models import Blob
 from hub.errors import (
     BadRequest,
     Conflict,
@@ -25,12 +29,11 @@ from hub.errors import (
     Unauthorized,
 )
 from hub.quotas import services as quotas
-from hub.repos import blobs, trees
+from hub.repos import trees
 from hub.repos.cards import check_card, split_card
 from hub.repos.models import (
     GITATTRIBUTES,
     AccessRequest,
-    Blob,
     Commit,
     Ref,
     Repo,
@@ -39,7 +42,7 @@ from hub.repos.models import (
     sort_name,
 )
 from hub.repos.signals import card_changed
-from hub.repos.validation import check_name, check_path, check_ref_name
+from hub.validation import check_name, check_path, check_ref_name
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
 SHORT_SHA = re.compile(r"[0-9a-f]{7,39}")
@@ -47,21 +50,6 @@ README = "README.md"
 CARD_MAX_BYTES = 1_000_000
 
 
-@dataclass
-class Actor:
-    """Who is calling: a user (or None), and whether their credential may write."""
-
-    user: object | None
-    can_write: bool = True
-    instance_id: object | None = None  # set for an instance's token: reads only the attached repos
-
-    @classmethod
-    def from_request(cls, request) -> Actor:
-        user = request.user if request.user.is_authenticated else None
-        token = getattr(request, "api_token", None)
-        instance = getattr(request, "instance", None)
-        return cls(user, can_write=not (token is not None and token.read_only) and instance is None,
-                   instance_id=instance.pk if instance is not None else None)
 
 
 # --- access -----------------------------------------------------------------------------------------
@@ -94,11 +82,8 @@ def visible_repos(user) -> QuerySet[Repo]:
 
 def _readable(actor: Actor, repo: Repo) -> tuple[bool, str | None]:
     """(whether the actor may read the repo, their role in its namespace)."""
-    if actor.instance_id is not None:
-        from hub.instances.services import can_read_repo
-
-        if not can_read_repo(actor.instance_id, repo):
-            return False, None
+    if not actor.may_read_attached(repo):
+        return False, None
     role = _role(actor.user, repo.namespace)
     return not (repo.private and role is None), role
 
@@ -186,7 +171,7 @@ def check_can_write(actor: Actor, namespace: Namespace, role: str | None = "?") 
         role = _role(actor.user, namespace)
     if role not in (Membership.WRITE, Membership.ADMIN):
         raise Forbidden(f"you ({actor.user.username}) cannot write to the namespace {namespace.name!r}")
-    if actor.instance_id is not None:
+    if actor.on_instance:
         raise Forbidden("an instance token can only read the repos attached to its instance")
     if not actor.can_write:
         raise Forbidden("this token is read-only; create a write token to upload or change repos")
@@ -424,7 +409,8 @@ class CommitOps:
         blobs.check_sha256(sha256)
         blob = blobs.stored_blob(sha256)
         if blob is None or not blobs.can_reference(self.user, [sha256]):
-            raise BadRequest(f"LFS object {sha256} for {path!r} has not been uploaded; upload it before committing")
+            raise BadRequest(f"LFS object {sha256} for {path!r} has not been uploaded, or was removed as "
+                             "unreferenced before this commit named it; upload it again")
         if size is not None and blob.size != size:
             raise BadRequest(f"LFS object {sha256} has {blob.size} bytes, not {size}")
         self.add_file(path, blob, lfs=True)
@@ -617,8 +603,7 @@ def do_delete_tag(actor: Actor, repo: Repo, name: str) -> None:
 
 
 def _schedule_prune(repo: Repo) -> None:
-    from hub.repos.tasks import prune_repo
-
+    prune_repo = task("hub.repos.tasks.prune_repo")
     transaction.on_commit(lambda: prune_repo.delay(repo.pk))
 
 
@@ -701,3 +686,42 @@ def history(repo: Repo, head: Commit, offset: int = 0, limit: int = 50) -> tuple
 
 def count_download(repo: Repo) -> None:
     Repo.objects.filter(pk=repo.pk).update(downloads=F("downloads") + 1)
+
+
+# --- what the account's repos hold ----------------------------------------------------------------
+
+def repo_storage(ns: Namespace) -> list[tuple[Repo, int]]:
+    """Every repo of the account with the bytes of the distinct blobs it references (all revisions),
+    largest first: what `hf repos ls` lists."""
+    repos = (Repo.objects.filter(namespace=ns).select_related("namespace")
+             .annotate(bytes=Sum("blob_refs__blob__size")).order_by(F("bytes").desc(nulls_last=True), "sort_name"))
+    return [(r, r.bytes or 0) for r in repos]
+
+
+def repo_consumers(ns: Namespace, top: int) -> list[tuple[str, str, int]]:
+    """The account's largest repos for its quota report (hub.content.refs)."""
+    return [(r.type, r.repo_id, size) for r, size in repo_storage(ns)[:top]]
+
+
+def readable_refs(user) -> Q:
+    """RepoBlob rows of repos the user may read (proof of possession: hub.content.refs)."""
+    return Q(repo__in=visible_repos(user).values("pk"))
+
+
+# --- notices about a repo from the apps above (the catalog: "not mirrored yet") -------------------
+
+_NOTICES: list = []
+
+
+def add_notice(source) -> None:
+    """Registers `source(repo) -> str | None`: a sentence about the repo a client should see when it
+    lists the repo's files (an app above this one supplies it, e.g. the catalog)."""
+    if source not in _NOTICES:
+        _NOTICES.append(source)
+
+
+def notice(repo: Repo) -> str | None:
+    for source in _NOTICES:
+        if (text := source(repo)) is not None:
+            return text
+    return None

@@ -7,7 +7,7 @@ from celery import shared_task
 @shared_task(acks_late=True)
 def expire_upload_sessions() -> int:
     """Aborts upload sessions idle past their expiry and releases their reservations (periodic)."""
-    from hub.repos.blobs import expire_sessions
+    from hub.uploads.sessions import expire_sessions
 
     return expire_sessions()
 
@@ -25,7 +25,7 @@ def prune_repo(repo_id: int) -> int:
 @shared_task(acks_late=True, autoretry_for=(OSError,), retry_backoff=True, max_retries=5)
 def verify_blob(sha256: str) -> bool | None:
     """Hashes one blob's stored bytes; marks it verified, or corrupt (and tells the operator)."""
-    from hub.repos.integrity import verify_blob as verify
+    from hub.content.integrity import verify_blob as verify
 
     return verify(sha256)
 
@@ -33,7 +33,7 @@ def verify_blob(sha256: str) -> bool | None:
 @shared_task(acks_late=True, autoretry_for=(OSError,), retry_backoff=True, max_retries=5)
 def verify_unverified() -> dict:
     """Periodic: checks blobs recorded without verification."""
-    from hub.repos.integrity import verify_unverified as run
+    from hub.content.integrity import verify_unverified as run
 
     return run()
 
@@ -41,7 +41,7 @@ def verify_unverified() -> dict:
 @shared_task(acks_late=True, autoretry_for=(OSError,), retry_backoff=True, max_retries=5)
 def scrub(max_blobs: int = 100) -> dict:
     """Periodic: re-checks the blobs checked longest ago."""
-    from hub.repos.integrity import scrub as run
+    from hub.content.integrity import scrub as run
 
     return run(max_blobs=max_blobs)
 

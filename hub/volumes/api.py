@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from django.conf import settings
-from django.core import signing
 from django.http import HttpResponse
 from django.utils.http import http_date
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -21,9 +19,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hub.accounts.actor import Actor
+from hub.content import blobs, serving, signing
+from hub.content.signing import base_url
 from hub.cursors import decode_cursor, encode_cursor
 from hub.errors import BadRequest, Forbidden, HubError, NotFound, PreconditionFailed, Unauthorized
-from hub.repos import blobs, serving
 from hub.volumes import services, uploads
 from hub.volumes.models import Volume
 from hub.volumes.serializers import (
@@ -39,7 +39,6 @@ from hub.volumes.serializers import (
     validated,
 )
 
-PART_SALT = "hub.volume.part"
 BINARY = {"application/octet-stream": OpenApiTypes.BINARY}
 
 
@@ -80,8 +79,8 @@ class VolumeView(APIView):
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)
-        token = request.auth
-        if request.method not in SAFE_METHODS and token is not None and getattr(token, "read_only", False):
+        self.actor = Actor.from_request(request)
+        if request.method not in SAFE_METHODS and not self.actor.can_write_volume:
             raise Forbidden("this token is read-only; create a write token to change your volume")
 
     def handle_exception(self, exc: Exception):
@@ -289,19 +288,14 @@ class FileView(VolumeView):
 
 # --- upload sessions --------------------------------------------------------------------------------
 
-def _base_url(request: Request) -> str:
-    return (settings.HUB_PUBLIC_URL or f"{request.scheme}://{request.get_host()}").rstrip("/")
-
-
 def _upload_data(request: Request, session) -> dict:
     received, missing = uploads.parts_status(session)
-    base = _base_url(request)
+    base = base_url(request)
 
-    def hub_url(n: int) -> str:
-        sig = signing.dumps({"s": str(session.id), "n": n}, salt=PART_SALT)
-        return f"{base}/api/volume/uploads/{session.id}/parts/{n}?sig={sig}"
+    def link(n: int, token: str) -> str:
+        return f"{base}/api/volume/uploads/{session.id}/parts/{n}?sig={token}"
 
-    urls = uploads.part_urls(session, missing, hub_url)
+    urls = uploads.part_urls(session, missing, link)
     return {"id": session.id, "status": "open", "path": session.target["path"], "size": session.size,
             "sha256": session.sha256, "part_size": session.part_size, "part_count": session.part_count,
             "received": received, "parts": {str(n): u for n, u in urls.items()}, "expires": session.expires,
@@ -377,11 +371,7 @@ class UploadPartView(VolumeView):
         n = int(number)
         sig = request.query_params.get("sig")
         if sig:
-            try:
-                claims = signing.loads(sig, salt=PART_SALT, max_age=uploads.PART_URL_SECONDS)
-            except signing.BadSignature:
-                raise NotFound("this part URL is not valid or has expired; ask the session for fresh URLs") \
-                    from None
+            claims = signing.unsign("part", sig, what="part URL (ask the session for fresh ones)")
             if claims != {"s": upload_id, "n": n}:
                 raise NotFound("this part URL belongs to another part")
             session = uploads.access_upload_by_id(upload_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 
 from hub.accounts.models import Namespace
-from hub.repos.models import Blob
+from hub.content.models import Blob
 
 
 class Volume(models.Model):

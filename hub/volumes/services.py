@@ -12,19 +12,19 @@ short transaction, points the entry at the new blob.
 """
 from __future__ import annotations
 
-import uuid
 from typing import BinaryIO
 
 from django.db import transaction
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from hub.accounts.models import Namespace
-from hub.errors import BadRequest, Conflict, EntryNotFound, NotFound, PreconditionFailed, UnprocessableEntity
+from hub.content import blobs
+from hub.content.models import Blob
+from hub.errors import BadRequest, Conflict, EntryNotFound, NotFound, PreconditionFailed
 from hub.quotas import services as quotas
 from hub.quotas.models import Reservation
-from hub.repos import blobs
-from hub.repos.models import Blob
-from hub.repos.validation import check_path
+from hub.validation import check_path
 from hub.volumes.models import Volume, VolumeEntry
 
 PAGE = 100
@@ -53,7 +53,7 @@ class DirectoryNotEmpty(Conflict):
 
 def check_volume_path(path: str | None, *, root_ok: bool = False, directory: bool = False) -> str:
     """A safe volume path: relative, no '.', '..' or empty components, no control characters, not
-    overlong (hub.repos.validation.check_path). '' is the root, allowed only where `root_ok`; where
+    overlong (hub.validation.check_path). '' is the root, allowed only where `root_ok`; where
     the path may name a `directory`, one trailing '/' is tolerated."""
     if path is None:
         path = ""
@@ -324,31 +324,6 @@ def do_install(volume: Volume, path: str, blob: Blob, *, reservation: Reservatio
         return current, False
 
 
-def store_stream(stream: BinaryIO, size: int, *, user=None, sha256: str | None = None) -> Blob:
-    """Streams exactly `size` bytes into the object store, hashing them on the way, and records
-    them as a verified blob (identical bytes are stored once). With `sha256`, the bytes must hash
-    to it. Nothing is recorded, and the staging object is deleted, if they fall short or differ."""
-    store = blobs.object_store()
-    hasher = blobs._HashingReader(stream, size)
-    # A key of its own under blobs/: on S3 verified bytes stay where they landed (Blob.key), so it
-    # must not look like temporary garbage to anything that cleans the bucket.
-    staging = f"blobs/volume/{uuid.uuid4().hex}"
-    blob = None
-    try:
-        store.put_stream(staging, hasher, size)
-        if hasher.count != size:
-            raise BadRequest(f"expected {size} bytes, received {hasher.count}; nothing was changed, send it again")
-        digest = hasher.hexdigest()
-        if sha256 and digest != sha256:
-            raise UnprocessableEntity(f"the bytes hash to {digest}, not {sha256}; nothing was changed")
-        blob = blobs._install(store, staging, digest, size, user)
-    finally:
-        # Unless the new blob lives there now (S3), what is left at the staging key is garbage.
-        if blob is None or blobs.key_of(blob) != staging:
-            store.delete(staging)
-    return blob
-
-
 def do_write(volume: Volume, path: str, stream: BinaryIO, size: int, *, user, if_match: str | None = None,
              if_none_match: bool = False, sha256: str | None = None) -> tuple[VolumeEntry, bool]:
     """Writes a whole file from a stream. The bytes are reserved before they flow and become visible
@@ -363,7 +338,21 @@ def do_write(volume: Volume, path: str, stream: BinaryIO, size: int, *, user, if
     check_preconditions(resolve(volume, path), path, if_match=if_match, if_none_match=if_none_match)
     with quotas.Hold() as hold:  # (held while the bytes flow; released if anything fails)
         reservation = hold.reserve(volume.namespace, size, user=user, purpose=f"volume write {path}"[:100])
-        blob = store_stream(stream, size, user=user, sha256=sha256)
+        blob = blobs.ingest_stream(stream, size, user=user, sha256=sha256)
         return do_install(volume, path, blob, reservation=reservation, if_match=if_match,
                           if_none_match=if_none_match)
 
+
+
+# --- what the account's volume holds (hub.content.refs) -------------------------------------------
+
+def volume_consumers(ns: Namespace, top: int) -> list[tuple[str, str, int]]:
+    """The volume, by the bytes of the distinct blobs its files hold, for the quota report."""
+    held = VolumeEntry.objects.filter(volume__namespace=ns, is_dir=False).values("blob_id")
+    size = Blob.objects.filter(sha256__in=held).aggregate(s=Sum("size"))["s"]
+    return [("volume", f"{ns.name}/volume", size)] if size else []
+
+
+def readable_refs(user) -> Q:
+    """Files of the user's own volume (however they got there) may be named by hash."""
+    return Q(volume__namespace__user=user) if user is not None else Q(pk__in=[])

@@ -1,7 +1,7 @@
 """Resumable uploads of volume files.
 
-A session is an UploadSession row of hub.repos.blobs with purpose="volume" and target
-{"path", "if_match", "if_none_match"}. Its parts go straight to S3 through presigned URLs or, with
+A session is an upload session of the one pipeline (hub.uploads.sessions) with purpose="volume" and
+target {"path", "if_match", "if_none_match"}. Its parts go straight to S3 through presigned URLs or, with
 the local backend, through the hub; the store itself remembers which parts it holds, so a client
 killed half-way asks for the session's status and sends only the missing parts. Creating a session
 reserves its size; completion verifies size and sha256 and installs the file atomically (converting
@@ -18,14 +18,15 @@ from typing import BinaryIO
 from django.conf import settings
 from django.utils import timezone
 
+from hub.content import blobs
+from hub.content.models import UploadSession
 from hub.errors import BadRequest, CompletionInProgress, NotFound
 from hub.quotas import services as quotas
 from hub.quotas.models import Reservation
-from hub.repos import blobs
-from hub.repos.models import UploadSession
+from hub.uploads import sessions, transfers
 from hub.volumes import services
 from hub.volumes.models import Volume, VolumeEntry
-from storage.objectstore import ObjectMissingError
+from storage.store.objectstore import ObjectMissingError
 
 PURPOSE = "volume"
 SESSION_TTL = timedelta(days=1)  # a session idle for this long is aborted
@@ -59,7 +60,7 @@ def _check_size(size) -> int:
 
 def _check_part_size(size: int, part_size) -> int:
     if part_size is None:
-        return blobs.part_size_for(size)
+        return sessions.part_size_for(size)
     if not isinstance(part_size, int) or isinstance(part_size, bool) or not blobs.MIN_PART <= part_size <= MAX_PART:
         raise BadRequest(f"'part_size' must be between {blobs.MIN_PART} and {MAX_PART} bytes")
     if -(-size // part_size) > blobs.MAX_PARTS:
@@ -90,21 +91,15 @@ def do_create_upload(volume: Volume, user, path: str, *, size, sha256, part_size
             existing.target = target
         touch(existing)
         return UploadStart(existing, resumed=True)
-    blob = blobs.stored_blob(sha256) if sha256 else None
-    if blob is not None and blob.size == size and blobs.can_reference(user, [sha256]):
-        entry, _ = services.do_install(volume, path, blob, if_match=if_match, if_none_match=if_none_match)
+    if sha256 and transfers.reusable(user, {sha256: size}):  # (the same dedup as every upload)
+        entry, _ = services.do_install(volume, path, blobs.stored_blob(sha256), if_match=if_match,
+                                       if_none_match=if_none_match)
         return UploadStart(None, entry)
     reservation = quotas.reserve(volume.namespace, size, user=user, purpose=f"volume upload {path}"[:100],
                                  ttl=RESERVATION_TTL)
     try:
-        session_id = uuid.uuid4()
-        # Its own key (see blobs.open_session); under the hash when it is known, for listing by blob.
-        key = f"{blobs.blob_key(sha256)}.{session_id.hex}" if sha256 else f"blobs/pending/{session_id.hex}"
-        upload_id = blobs.object_store().create_multipart(key)
-        session = UploadSession.objects.create(
-            id=session_id, user=user, sha256=sha256 or "", size=size, part_size=part_size, store_upload_id=upload_id,
-            key=key, purpose=PURPOSE, target=target, reservation=reservation,
-            expires=timezone.now() + SESSION_TTL)
+        session = sessions.open_session(sha256=sha256, size=size, user=user, purpose=PURPOSE, target=target,
+                                        part_size=part_size, reservation=reservation, ttl=SESSION_TTL, resume=False)
     except BaseException:
         quotas.release(reservation)
         raise
@@ -120,8 +115,8 @@ def access_upload(user, session_id: str, *, open_only: bool = True) -> UploadSes
     session = (UploadSession.objects.select_related("reservation")
                .filter(pk=pk, purpose=PURPOSE, user=user).first() if pk else None)
     if session is not None and open_only:
-        session = blobs.revive(session)
-        if blobs.completing(session):
+        session = sessions.revive(session)
+        if sessions.completing(session):
             raise CompletionInProgress(settings.HUB_UPLOAD_STALE)
     if session is None or (open_only and (session.state != UploadSession.OPEN
                                           or session.expires < timezone.now())):
@@ -151,26 +146,20 @@ def touch(session: UploadSession) -> None:
 def parts_status(session: UploadSession) -> tuple[list[int], list[int]]:
     """(received, missing) part numbers. A part of the wrong length counts as missing: sending it
     again replaces it."""
-    try:
-        stored = blobs.object_store().list_parts(session.key, session.store_upload_id)
-    except ObjectMissingError:
-        raise NotFound("this upload session has ended; start the upload again") from None
-    received = [n for n in range(1, session.part_count + 1)
-                if n in stored and stored[n][1] == blobs.part_length(session, n)]
-    have = set(received)
-    return received, [n for n in range(1, session.part_count + 1) if n not in have]
+    stored = sessions.received_parts(session)
+    received = sorted(stored)
+    return received, [n for n in range(1, session.part_count + 1) if n not in stored]
 
 
-def part_urls(session: UploadSession, numbers: list[int], hub_url: Callable[[int], str]) -> dict[int, str]:
-    """Where to PUT each part: a presigned store URL, or (local backend) `hub_url(n)`."""
-    store = blobs.object_store()
-    return {n: store.presign_part(session.key, session.store_upload_id, n, expires=PART_URL_SECONDS)
-            or hub_url(n) for n in numbers}
+def part_urls(session: UploadSession, numbers: list[int], link: Callable[[int, str], str]) -> dict[int, str]:
+    """Where to PUT each part: a presigned store URL, or (local backend) `link(n, token)`, the
+    volume API's URL for part n carrying its token (hub.content.signing)."""
+    return sessions.part_urls(session, numbers, lifetime=PART_URL_SECONDS, link=link)
 
 
 def do_upload_part(session: UploadSession, number: int, stream: BinaryIO, length: int) -> str:
     """Local backend: stores one part the client sends through the hub. Returns its ETag."""
-    etag = blobs.store_part(session, number, stream, length)
+    etag = sessions.store_part(session, number, stream, length)
     touch(session)
     return etag
 
@@ -178,29 +167,20 @@ def do_upload_part(session: UploadSession, number: int, stream: BinaryIO, length
 def do_complete(volume: Volume, session: UploadSession, sha256: str | None = None) -> VolumeEntry:
     """Verifies the parts (count, lengths, then size and sha256 of the assembled bytes) and installs
     the file. The hub computes the sha256 from the stored bytes; a sha256 the client gives (at the
-    start or here) must match it, which also checks the bytes end to end. Missing or wrong-length parts leave the session open to be fixed; bytes that hash
-    wrong end it. Completing a session twice returns the file it wrote."""
+    start or here) must match it, which also checks the bytes end to end. Missing or wrong-length
+    parts leave the session open to be fixed; bytes that hash wrong end it. Completing a session
+    twice returns the file it wrote (the one lifecycle: hub.uploads.sessions.finish)."""
     path = session.target["path"]
-    session = blobs.revive(session)  # (a completion whose worker died: open again)
-    if session.state == UploadSession.DONE:
-        entry = services.resolve(volume, path)
-        if entry is not None and entry.blob_id == session.sha256:
-            return entry
-        if blobs.completing(session):
-            raise CompletionInProgress(settings.HUB_UPLOAD_STALE)
-        raise NotFound("this upload session has ended; start the upload again")
-    if session.state != UploadSession.OPEN:
-        raise NotFound("this upload session was aborted; start the upload again")
-    if sha256 is not None:
+    if sha256 is not None and session.state != UploadSession.DONE:
         blobs.check_sha256(sha256)
         if session.sha256 and sha256 != session.sha256:
             raise BadRequest(f"this upload was started for sha256 {session.sha256}, not {sha256}")
         if not session.sha256:
-            UploadSession.objects.filter(pk=session.pk, sha256="").update(sha256=sha256)
+            UploadSession.objects.filter(pk=session.pk, sha256="", state=UploadSession.OPEN).update(sha256=sha256)
             session.sha256 = sha256
     reservation = session.reservation
     try:
-        blob = blobs.complete_session(session)
+        blob, again = sessions.finish(session)
     except BaseException as err:
         # ABORTED: the bytes were wrong and are gone. Still OPEN: the client may fix its parts.
         # DONE: a concurrent completion owns the reservation now.
@@ -209,6 +189,11 @@ def do_complete(volume: Volume, session: UploadSession, sha256: str | None = Non
         if isinstance(err, ObjectMissingError):  # a concurrent completion or abort got there first
             raise NotFound("this upload session has ended; start the upload again") from None
         raise
+    if again:  # (a retry after a lost answer: the file it wrote, unless it changed since)
+        entry = services.resolve(volume, path)
+        if blob is not None and entry is not None and entry.blob_id == blob.sha256:
+            return entry
+        raise NotFound("this upload session has ended; start the upload again")
     try:
         entry, _ = services.do_install(volume, path, blob, reservation=reservation,
                                        if_match=session.target.get("if_match"),
@@ -220,10 +205,10 @@ def do_complete(volume: Volume, session: UploadSession, sha256: str | None = Non
 
 
 def do_abort(session: UploadSession) -> None:
-    if not blobs.abort_session(session):
+    if not sessions.abort_session(session):
         raise NotFound("this upload session has already ended")
 
 
 def expire_sessions(limit: int = 1000) -> int:
     """Kept for the volume task's name: every kind of upload session is swept the same way."""
-    return blobs.expire_sessions(limit)
+    return sessions.expire_sessions(limit)

@@ -19,11 +19,11 @@ from hub.accounts import services as accounts
 from hub.accounts.middleware import limit_failures, limit_token_creation
 from hub.catalog import services as catalog
 from hub.config import format_size, parse_duration
+from hub.content import blobs, serving
+from hub.content.signing import base_url
 from hub.errors import BadRequest, Conflict, InvalidPath, PreconditionFailed, RepoNotFound, TooManyRequests
-from hub.hfapi.common import base_url
 from hub.instances import services as instances
 from hub.quotas import services as quotas
-from hub.repos import blobs, serving
 from hub.repos import services as repos
 from hub.repos.models import Repo
 from hub.volumes import services as volumes

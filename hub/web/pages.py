@@ -11,9 +11,9 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from hub.accounts.actor import Actor
 from hub.catalog.services import facet_version
 from hub.errors import HubError, RepoMoved
-from hub.repos.services import Actor
 
 TITLES = {
     400: "That request did not work",

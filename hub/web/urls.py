@@ -1,6 +1,6 @@
 """Web pages. Fixed paths (lists, accounts, settings) come before the repo patterns, whose first
 segment is a namespace: `datasets`, `models`, `accounts` and `settings` are reserved namespace
-names (hub.repos.validation), so no repo can hide these pages, and /models/NS/NAME (the form the CLI
+names (hub.validation), so no repo can hide these pages, and /models/NS/NAME (the form the CLI
 and hub:// take) can only be a model's page under its other name."""
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static

@@ -10,9 +10,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from hub.catalog import services as catalog
+from hub.content.signing import base_url
 from hub.discussions import services as discussions
 from hub.errors import HubError
-from hub.hfapi.common import base_url
 from hub.mirrors import services as mirrors
 from hub.repos import gating, likes
 from hub.repos import services as repos

@@ -55,7 +55,7 @@ Namespace.objects.filter(name={org!r}).update(fullname={org_fullname!r})
 """
 
 # The hub's own variables that must not leak from the caller's shell into a hub we start (the same
-# list tests/conftest.py keeps), and the client's, which we set ourselves for the pytest runs.
+# list tests/support/servers.py keeps), and the client's, which we set ourselves for the pytest runs.
 _SERVER_VARS = ("DATABASE_URL", "HUB_STORAGE_URL", "CELERY_BROKER_URL", "HUB_DATA_DIR", "AWS_ENDPOINT_URL",
                 "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "HF_ENDPOINT", "HF_TOKEN", "HUB_ENDPOINT",
                 "HUB_TOKEN", "DJANGO_SETTINGS_MODULE")

@@ -1,12 +1,14 @@
 """The mount agent: repos (read-only, pinned to a commit) and the caller's volume (read-write) as FUSE
 filesystems, over the hub's HTTP API, with a local cache of file bytes shared by every mount and by
-`hub pull` (storage.blobcache). Imports no Django; libfuse is loaded only when something is mounted.
+`hub pull` (storage.transfer.blobcache). Imports no Django; libfuse is loaded only when something is mounted.
 
     hub mount alice/model@v1 /mnt/model        hub mount volume /mnt/vol        hub mount --auto
     hub umount /mnt/model                      hub umount --auto
 
-Modules: commands (the `mount`/`umount` subcommands: add_parsers), agent (--auto), repofs and
-volumefs (the FUSE operations), fetch (bytes into the cache), system (mount table, fusermount3).
+Modules: commands (the `mount`/`umount` subcommands: add_parsers), agent (--auto), process
+(starting a detached mount process and hearing back from it), repofs and volumefs (the FUSE
+operations), fetch and blocks (bytes into the cache), system (mount table, fusermount3), common
+(the retry policy, errno values, logging).
 """
 from __future__ import annotations
 

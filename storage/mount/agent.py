@@ -29,10 +29,10 @@ from storage.client import (
     NotFoundError,
     RetryPolicy,
     UsageError,
-    _version,
 )
+from storage.client.http import _version
 from storage.mount import system
-from storage.mount.commands import Ready, mount_root, spawn
+from storage.mount.process import Ready, default_log, mount_root, spawn
 
 log = logging.getLogger("hub.mount")
 HEARTBEAT = 60.0
@@ -98,8 +98,6 @@ def cmd_auto(args: argparse.Namespace) -> int:
     spec = fetch_spec(client)
     wanted, problems = plan(spec, root)
     if not args.foreground:
-        from storage.mount.commands import default_log
-
         log_file = args.log_file or default_log(str(root))
         extra = [*(["--no-prefetch"] if args.no_prefetch else []), *(["-v"] if args.verbose else []),
                  *([] if args.allow_other is None else ["--allow-other" if args.allow_other else "--no-allow-other"]),

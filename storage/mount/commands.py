@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import select
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from storage.blobcache import BlobCache, cache_dir, cache_limit
 from storage.client import MODEL, REPO_TYPES, HubClientError, HubPath, UsageError, parse_hub_path
+from storage.client.console import dispatch, say
 from storage.mount import system
+from storage.mount.process import Ready, default_log, mount_root, spawn
+from storage.transfer.blobcache import BlobCache, cache_dir, cache_limit
 
 EPILOG = ("Settings: HUB_ENDPOINT and HUB_TOKEN (with --auto: HUB_INSTANCE_TOKEN and HUB_MOUNT_ROOT, default "
           "/mnt/hub); HUB_CACHE_DIR (default ~/.cache/hub) and HUB_CACHE_SIZE for the local cache of file bytes "
@@ -64,20 +63,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_umount)
 
 
-def _say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def mount_root(args: argparse.Namespace) -> Path:
-    return Path(os.path.abspath(args.root or os.environ.get("HUB_MOUNT_ROOT") or "/mnt/hub"))
-
-
-def default_log(mountpoint: str) -> str:
-    d = cache_dir() / "logs"
-    d.mkdir(parents=True, exist_ok=True)
-    slug = mountpoint.strip("/").replace("/", "_") or "root"
-    return str(d / f"mount-{slug}.log")
-
 
 def _target(args: argparse.Namespace) -> HubPath:
     if not args.what or not args.path:
@@ -105,7 +90,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
     client = MountClient()
     if hp.kind == "volume":
-        from storage import volume
+        from storage.fs import volume
 
         volume.stat(client, "")  # the token may use the volume: fail here, not in the background
         what = "volume"
@@ -114,7 +99,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         what = f"{hp.repo_type}s/{hp.repo_id}@{commit}"
         notice = next(client.manifest(hp.repo_type, hp.repo_id, commit, limit=1)).get("notice")
         if notice:  # (it mounts all the same: the files appear once mirrored and mounted again)
-            _say(f"warning: {notice}")
+            say(f"warning: {notice}")
     mountpoint = system.prepare_mountpoint(args.path)
     if args.foreground:
         return serve(what, mountpoint, client=client, log_file=args.log_file, ready_fd=args.ready_fd,
@@ -124,7 +109,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
              *([] if args.allow_other is None else ["--allow-other" if args.allow_other else "--no-allow-other"])]
     spawn(["mount", what, mountpoint, *extra], log_file=log_file, timeout=args.timeout)
     pinned = f" at {what.rsplit('@', 1)[1][:12]}" if "@" in what else ""
-    _say(f"mounted {hp.prefix.split('@')[0]}{pinned} on {mountpoint} (log: {log_file})")
+    say(f"mounted {hp.prefix.split('@')[0]}{pinned} on {mountpoint} (log: {log_file})")
     return 0
 
 
@@ -139,42 +124,11 @@ def cmd_umount(args: argparse.Namespace) -> int:
     if not system.is_mounted(path):
         raise HubClientError(f"{path} is not mounted", code="NotMounted")
     note = system.unmount(path, lazy=args.lazy)
-    _say(note or f"unmounted {path}")
+    say(note or f"unmounted {path}")
     return 0
 
 
 # --- the mount process ------------------------------------------------------------------------------
-
-class Ready:
-    """Tells the `hub mount` that started this process how it went, over an inherited pipe."""
-
-    def __init__(self, fd: int | None) -> None:
-        self.fd = fd
-
-    def send(self, line: str) -> None:
-        if self.fd is None:
-            return
-        try:
-            os.write(self.fd, (line.replace("\n", " ") + "\n").encode())
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            self.fd = None
-
-    def ok(self) -> None:
-        self.send("ready")
-        self.close()
-
-    def error(self, message: str) -> None:
-        self.send(f"error: {message}")
-        self.close()
-
 
 def serve(what: str, mountpoint: str, *, client=None, log_file: str | None = None, ready_fd: int | None = None,
           allow_other: bool | None = None, prefetch: bool = True, verbose: bool = False) -> int:
@@ -290,55 +244,6 @@ def _raise_readahead(mountpoint: str, kib: int = 4096) -> None:
     threading.Thread(target=work, daemon=True).start()
 
 
-# --- starting a detached mount process ----------------------------------------------------------------
-
-def spawn(argv: list[str], *, log_file: str, timeout: float, env: dict | None = None) -> list[str]:
-    """Runs `python -m storage.mount ARGV --foreground` detached (its own session, cwd /, output to
-    the log), and waits for it to report. Returns its warnings; raises HubClientError with its error."""
-    import storage
-
-    env = dict(os.environ if env is None else env)
-    src_root = str(Path(storage.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src_root, env.get("PYTHONPATH")) if p)
-    r, w = os.pipe()
-    Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-    with open(log_file, "ab") as logf:
-        proc = subprocess.Popen([sys.executable, "-m", "storage.mount", *argv, "--foreground", "--ready-fd", str(w),
-                                 "--log-file", log_file], pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=logf,
-                                stderr=logf, start_new_session=True, cwd="/", env=env)
-    os.close(w)
-    warnings: list[str] = []
-    buf = b""
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                system.terminate(proc.pid, 10)
-                raise HubClientError(f"the mount was not ready after {timeout:.0f} s; see {log_file}", code="Timeout")
-            readable, _, _ = select.select([r], [], [], min(left, 1.0))
-            if not readable:
-                continue
-            chunk = os.read(r, 4096)
-            if not chunk:
-                status = proc.wait(10)
-                raise HubClientError(f"the mount process exited (status {status}) before the mount was ready; "
-                                     f"see {log_file}", code="MountFailed")
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                text = line.decode(errors="replace")
-                if text == "ready":
-                    return warnings
-                if text.startswith("error: "):
-                    proc.wait(30)
-                    raise HubClientError(text[len("error: "):], code="MountFailed")
-                if text.startswith("warn: "):
-                    warnings.append(text[len("warn: "):])
-    finally:
-        os.close(r)
-
-
 # --- `python -m storage.mount` ------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -349,7 +254,5 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The same conventions as `hub` (storage.cli.dispatch); Ctrl-C on a foreground mount just ends it."""
-    from storage.cli import dispatch
-
+    """The same conventions as `hub` (storage.client.console.dispatch); Ctrl-C on a foreground mount just ends it."""
     return dispatch(build_parser(), argv, interrupted=None)

@@ -1,4 +1,5 @@
-"""What both kinds of mount share: the client's patience, hub errors as errno values, log lines."""
+"""What both kinds of mount share: the client's patience, hub errors as errno values (by
+storage.client.errors.errno_of, as in the hub:// filesystem), log lines."""
 from __future__ import annotations
 
 import ctypes
@@ -14,14 +15,11 @@ from typing import Any
 from storage.client import (
     RETRY,
     AuthError,
-    ConflictError,
     HubClient,
     HubClientError,
-    NotFoundError,
-    PermissionDeniedError,
-    QuotaExceededError,
     RetryPolicy,
     UsageError,
+    errno_of,
 )
 
 log = logging.getLogger("hub.mount")
@@ -61,28 +59,6 @@ class MountClient(HubClient):
 
     def request(self, method: str, url: str, *, retry: RetryPolicy = RETRY, **kwargs: Any):
         return super().request(method, url, retry=MOUNT_RETRY if retry is RETRY else retry, **kwargs)
-
-
-_BY_CODE = {"FileExists": errno.EEXIST, "NotADirectory": errno.ENOTDIR, "IsADirectory": errno.EISDIR,
-            "DirectoryNotEmpty": errno.ENOTEMPTY, "InvalidPath": errno.EINVAL, "PreconditionFailed": errno.EEXIST,
-            "QuotaExceeded": errno.EDQUOT}
-
-
-def errno_of(err: HubClientError) -> int:
-    """The errno a hub error becomes in a mount."""
-    if err.code in _BY_CODE:
-        return _BY_CODE[err.code]
-    if isinstance(err, QuotaExceededError) or err.status == 413:
-        return errno.EDQUOT
-    if isinstance(err, NotFoundError):
-        return errno.ENOENT
-    if isinstance(err, AuthError | PermissionDeniedError):
-        return errno.EACCES
-    if isinstance(err, ConflictError):
-        return errno.EEXIST
-    if isinstance(err, UsageError) or err.status == 400:
-        return errno.EINVAL
-    return errno.EIO
 
 
 # Expected answers to ordinary calls (a lookup of a name that is not there...): not worth a log line.

@@ -5,7 +5,7 @@
 * A larger file is a StreamingBlob (storage.mount.blocks): fetched block by block as reads need
   it, with read-ahead for sequential readers, verified, then added to the cache.
 * Two processes never fetch the same blob at once: the fetcher holds the blob's lock (see
-  storage.blobcache).
+  storage.transfer.blobcache).
 
 Every request goes through the mount's client (bounded retries with backoff); nothing waits forever.
 """
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 import urllib3
 
-from storage.blobcache import BlobCache
 from storage.client import RETRYABLE_ERRORS, HubClient, IntegrityError, TransportError
 from storage.mount.blocks import BLOCK, BufferPool, MiB, StreamingBlob, _pwrite_all
 from storage.mount.common import MOUNT_RETRY
+from storage.transfer.blobcache import BlobCache
 
 log = logging.getLogger("hub.mount")
 

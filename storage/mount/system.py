@@ -11,8 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from storage.blobcache import alive, cache_dir
 from storage.client import HubClientError, UsageError
+from storage.transfer.blobcache import alive, cache_dir
 
 
 def _unescape(field: str) -> str:

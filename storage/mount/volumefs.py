@@ -32,8 +32,8 @@ from pathlib import Path
 
 from mfusepy import FuseOSError, Operations
 
-from storage import volume
 from storage.client import HubClient, IntegrityError, NotFoundError
+from storage.fs import volume
 from storage.mount.blocks import StreamingBlob
 from storage.mount.common import (
     ErrorLog,

@@ -1,5 +1,5 @@
 """A small, deterministic training run that checkpoints to any fsspec URL (hub://volume/..., a
-mount path, a local dir) with storage.checkpoint and resumes from the latest complete checkpoint.
+mount path, a local dir) with storage.fs.checkpoint and resumes from the latest complete checkpoint.
 
     python tests/scripts/ckpt_train.py URL --steps 30 --every 5 --out final.pt [--slow-save 0.5]
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from storage.checkpoint import Checkpoints  # noqa: E402
+from storage.fs.checkpoint import Checkpoints  # noqa: E402
 
 
 def say(msg: str) -> None:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.support.servers import ROOT
 
 HUB_BIN = Path(sys.executable).parent / "hub"
 

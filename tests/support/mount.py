@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.support.servers import ROOT
 
 
 def _fuse_missing() -> str | None:

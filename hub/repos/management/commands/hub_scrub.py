@@ -16,7 +16,8 @@ class Command(BaseCommand):
         parser.add_argument("--queue", action="store_true", help="send it to the Celery workers instead")
 
     def handle(self, *args, blobs: int, sha256: list[str], queue: bool, **kw) -> None:
-        from hub.repos import integrity, tasks
+        from hub.content import integrity
+        from hub.repos import tasks
 
         if queue:
             ids = ([tasks.verify_blob.delay(s).id for s in sha256] if sha256

@@ -1,0 +1,260 @@
+"""Blobs: file bytes stored once under their sha256 — ingest and verification (nothing is recorded
+under a hash the hub has not checked), reuse by proof of possession, the per-process caches that
+keep serving cheap. Upload sessions that bring large bytes in are hub.uploads'; what refers to a
+blob is declared in hub.content.refs."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import logging
+import time
+import uuid
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from hub.content import refs
+from hub.content.models import Blob, BlobProof
+from hub.errors import BadRequest, BlobCorrupt, UnprocessableEntity
+from storage.store.objectstore import (
+    ObjectStore,
+    from_url,
+)
+
+log = logging.getLogger("hub.blobs")
+
+SHA256_LEN = 64
+MIN_PART = 5 * 2**20  # S3's smallest part but the last
+MAX_PARTS = 10_000
+MAX_BLOB_SIZE = 5 * 2**40  # S3's largest object
+
+
+@functools.cache
+def object_store() -> ObjectStore:
+    return from_url(settings.HUB_STORAGE_URL)
+
+
+def blob_key(sha256: str) -> str:
+    return f"blobs/{sha256[:2]}/{sha256[2:4]}/{sha256}"
+
+
+def check_sha256(oid: str) -> str:
+    if not isinstance(oid, str) or len(oid) != SHA256_LEN or any(c not in "0123456789abcdef" for c in oid):
+        raise BadRequest(f"invalid sha256 oid {oid!r}: expected 64 lowercase hex characters")
+    return oid
+
+
+def git_blob_oid(data: bytes) -> str:
+    h = hashlib.sha1(b"blob %d\x00" % len(data))
+    h.update(data)
+    return h.hexdigest()
+
+
+def lfs_pointer(sha256: str, size: int) -> bytes:
+    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+
+
+def lfs_pointer_oid(sha256: str, size: int) -> str:
+    return git_blob_oid(lfs_pointer(sha256, size))
+
+
+def stored_blob(sha256: str) -> Blob | None:
+    """The blob, if its bytes are stored and good (verified, not found corrupt since)."""
+    return Blob.objects.filter(sha256=sha256, verified=True, corrupt_at=None).first()
+
+
+def key_of(blob: Blob) -> str:
+    return blob.key or blob_key(blob.sha256)
+
+
+_KEYS: dict[str, str] = {}
+_CORRUPT: tuple[float, frozenset[str]] = (-1e9, frozenset())
+CORRUPT_TTL = 5.0  # seconds a process may keep serving a blob after a check found it corrupt
+
+
+def corrupt_shas() -> frozenset[str]:
+    """Blobs found corrupt or missing, re-read at most every CORRUPT_TTL seconds per process (the
+    set is normally empty: one cheap query, not one per request)."""
+    global _CORRUPT
+    at, shas = _CORRUPT
+    if time.monotonic() - at > CORRUPT_TTL:
+        old, shas = shas, frozenset(Blob.objects.filter(corrupt_at__isnull=False)
+                                    .values_list("sha256", flat=True)[:100_000])
+        for healed in old - shas:  # re-uploaded or restored: its bytes may live under a new key
+            _KEYS.pop(healed, None)
+        _CORRUPT = (time.monotonic(), shas)
+    return shas
+
+
+def check_servable(sha256: str) -> None:
+    if sha256 in corrupt_shas():
+        raise BlobCorrupt(f"the stored bytes of {sha256} failed their integrity check and are not served; "
+                          "the operator has been told (restore the object or upload the file again)")
+
+
+def touch(sha256s: list[str]) -> None:
+    """These stored blobs were just promised to a client (no upload needed): restart GC's grace."""
+    if sha256s:
+        Blob.objects.filter(pk__in=sha256s).update(touched=timezone.now())
+
+
+def forget(sha256: str) -> None:
+    _KEYS.pop(sha256, None)
+
+
+def key_for(sha256: str) -> str:
+    """The object key of a stored blob, for serving it: raises BlobCorrupt for bytes found corrupt.
+    Cached per process: a blob's key never changes."""
+    check_servable(sha256)
+    key = _KEYS.get(sha256)
+    if key is None:
+        row = Blob.objects.filter(pk=sha256).values_list("key", flat=True).first()
+        key = row or blob_key(sha256)
+        if row is not None:
+            if len(_KEYS) > 100_000:
+                _KEYS.clear()
+            _KEYS[sha256] = key
+    return key
+
+
+def _proof(blob: Blob, user) -> None:
+    if user is not None and getattr(user, "pk", None):
+        BlobProof.objects.get_or_create(user=user, blob=blob)
+
+
+def reuse(sha256: str, user=None) -> Blob | None:
+    """The stored blob, locked against garbage collection while the caller's transaction lasts,
+    with the user's proof of holding it and GC's grace period restarted; None if it is not stored
+    (any more). Callers that find None store the bytes themselves."""
+    with transaction.atomic():
+        blob = (Blob.objects.select_for_update().filter(sha256=sha256, verified=True, corrupt_at=None).first())
+        if blob is None:
+            return None
+        Blob.objects.filter(pk=sha256).update(touched=timezone.now())
+        _proof(blob, user)
+    blob._created_now = False
+    return blob
+
+
+def _record(sha256: str, size: int, key: str, user=None) -> Blob:
+    """Records verified bytes the caller holds at `key` as the blob. If good bytes are stored
+    already, returns that blob (`_created_now` False: the caller drops its copy). A blob whose
+    stored bytes were found corrupt, or never verified, is healed: it points at these bytes now."""
+    canonical = key == blob_key(sha256)
+    with transaction.atomic():
+        blob = Blob.objects.select_for_update().filter(pk=sha256).first()
+        created = False
+        if blob is None:
+            try:
+                with transaction.atomic():
+                    blob = Blob.objects.create(sha256=sha256, size=size, verified=True, key="" if canonical else key)
+                created = True
+            except IntegrityError:  # a concurrent upload of the same bytes won the insert
+                blob = Blob.objects.select_for_update().get(pk=sha256)
+        if not created and (not blob.verified or blob.corrupt_at is not None):
+            old = key_of(blob)
+            Blob.objects.filter(pk=sha256).update(key="" if canonical else key, verified=True, corrupt_at=None,
+                                                  corrupt_reason="", checked_at=timezone.now())
+            blob.refresh_from_db()
+            forget(sha256)
+            created = True  # these bytes are the blob's now
+            if old != key:
+                transaction.on_commit(lambda: object_store().delete(old))
+        _proof(blob, user)
+    blob._created_now = created
+    return blob
+
+
+def can_reference(user, sha256s: list[str]) -> set[str]:
+    """Which of these stored blobs the user may put into a commit or a file by hash alone: those they
+    proved they hold, and those a reference they can read already holds (hub.content.refs)."""
+    wanted = set(sha256s)
+    if not wanted:
+        return set()
+    ok: set[str] = set()
+    if user is not None:
+        ok |= set(BlobProof.objects.filter(user=user, blob_id__in=wanted).values_list("blob_id", flat=True))
+    if wanted - ok:
+        ok |= refs.readable_by(user, wanted - ok)
+    return ok
+
+
+def ingest_bytes(data: bytes, user=None) -> Blob:
+    """Stores small in-memory content (inline commit files). The bytes are in the store before any
+    row points at them; identical content is stored once."""
+    sha = hashlib.sha256(data).hexdigest()
+    blob = reuse(sha, user)
+    if blob is not None:
+        return blob
+    object_store().put_bytes(blob_key(sha), data)
+    return _record(sha, len(data), blob_key(sha), user)
+
+
+def ingest_stream(stream, size: int, *, sha256: str | None = None, user=None) -> Blob:
+    """Streams exactly `size` bytes into the store, hashing them on the way to an object of their
+    own, and records them as a verified blob (identical bytes are stored once). With `sha256`, the
+    bytes must hash to it. Nothing is recorded, and the object is deleted, if they fall short or
+    differ. (The local backend's basic LFS uploads, volume PUTs and mirrored files come in here.)"""
+    store = object_store()
+    hasher = _HashingReader(stream, size)
+    # A key of its own under blobs/: on S3 verified bytes stay where they landed (Blob.key), so it
+    # must not look like temporary garbage to anything that cleans the bucket.
+    incoming = f"blobs/incoming/{uuid.uuid4().hex}"
+    blob = None
+    try:
+        store.put_stream(incoming, hasher, size)
+        if hasher.count != size:
+            raise BadRequest(f"expected {size} bytes, received {hasher.count}; nothing was stored, send them again")
+        digest = hasher.hexdigest()
+        if sha256 and digest != sha256:
+            raise UnprocessableEntity(f"the bytes received hash to {digest}, not {sha256}; nothing was stored, "
+                                      "send the right file")
+        blob = install(store, incoming, digest, size, user)
+    finally:
+        # Unless the new blob lives there now (S3), what is left at the incoming key is garbage.
+        if blob is None or key_of(blob) != incoming:
+            store.delete(incoming)
+    return blob
+
+
+def install(store: ObjectStore, staging: str, sha256: str, size: int, user) -> Blob:
+    """Verified bytes at `staging` become the blob, unless the blob exists already (then the copy
+    is redundant and the caller deletes it)."""
+    blob = reuse(sha256, user)
+    if blob is not None:
+        return blob
+    key = store.promote(staging, blob_key(sha256))
+    blob = _record(sha256, size, key, user)
+    if not blob._created_now and key != key_of(blob):
+        store.delete(key)  # lost a race with an identical upload
+    return blob
+
+
+class _HashingReader(io.RawIOBase):
+    def __init__(self, stream, limit: int) -> None:
+        self.stream = stream
+        self.limit = limit
+        self.count = 0
+        self.h = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        want = self.limit - self.count if n < 0 else min(n, self.limit - self.count + 1)
+        if want <= 0:
+            return b""
+        data = self.stream.read(want)
+        self.count += len(data)
+        self.h.update(data)
+        return data
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def hexdigest(self) -> str:
+        return self.h.hexdigest()

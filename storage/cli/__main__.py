@@ -1,0 +1,3 @@
+from storage.cli import run
+
+run()

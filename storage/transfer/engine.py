@@ -1,0 +1,684 @@
+"""Moving bytes for `hub pull`, `hub push`, `hub cp` and `hub://`: resumable downloads verified by
+sha256, resumable multipart uploads, and the small thread-pool scheduler they share.
+
+Downloads
+  * A file is fetched into a partial file next to its destination and renamed into place only
+    after its sha256 matched; nothing unverified ever sits at a final path.
+  * Small files stream in one GET; the hash is computed on the way. A file of 2 segments or more
+    is fetched as parallel byte ranges written with pwrite; a hasher thread follows the contiguous
+    prefix on disk (page cache), so hashing overlaps the transfer instead of following it.
+  * Resume after any interruption, SIGKILL included: a single-stream partial file is valid up to
+    its length (bytes are written in order); a segmented one has a journal of the byte ranges
+    already written, appended only after the bytes themselves. A re-run asks only for the rest.
+Uploads
+  * LFS objects go where the hub's LFS batch says: one PUT, or multipart parts. A multipart
+    session is reused by the hub for the same user and sha256, and GET /api/v1/uploads/{id}
+    tells which parts it already holds, so a killed push sends only the missing parts.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import urllib3
+
+from storage.client import (
+    COMPLETE_RETRY,
+    RETRY,
+    RETRYABLE_ERRORS,
+    HubClient,
+    HubClientError,
+    IntegrityError,
+    TransportError,
+)
+from storage.client.settings import user_size
+from storage.transfer.locks import FileLock
+from storage.transfer.progress import Progress
+from storage.transfer.ratelimit import RateLimiter
+
+CHUNK = 1 << 20
+JOURNAL_EVERY = 4 << 20
+MiB = 1 << 20
+
+
+def default_segment_size() -> int:
+    """Byte-range size of parallel downloads (HUB_SEGMENT_SIZE, e.g. 32MiB; files of 2 segments or
+    more are fetched in ranges)."""
+    raw = os.environ.get("HUB_SEGMENT_SIZE")
+    return user_size(raw) if raw else 32 * MiB
+
+
+class Cancelled(Exception):
+    pass
+
+
+@dataclass
+class Stats:
+    """What a transfer did. `bytes_down`/`bytes_up` count bytes that crossed the network."""
+
+    files_down: int = 0
+    bytes_down: int = 0
+    files_up: int = 0
+    bytes_up: int = 0
+    files_present: int = 0
+    bytes_present: int = 0
+    files_resumed: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, **counts: int) -> None:
+        with self.lock:
+            for k, v in counts.items():
+                setattr(self, k, getattr(self, k) + v)
+
+
+@dataclass
+class Context:
+    """What every transfer task shares: the client, limits, progress, counters, cancellation."""
+
+    client: HubClient
+    limiter: RateLimiter = field(default_factory=lambda: RateLimiter(None))
+    progress: Progress = field(default_factory=lambda: Progress("", show=False))
+    stats: Stats = field(default_factory=Stats)
+    segment_size: int = field(default_factory=default_segment_size)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def check(self) -> None:
+        if self.cancelled.is_set():
+            raise Cancelled()
+
+    def moved_down(self, n: int) -> None:
+        self.limiter.take(n)
+        self.stats.add(bytes_down=n)
+        self.progress.update(n)
+
+
+@dataclass
+class RemoteFile:
+    path: str
+    size: int
+    sha256: str
+    etag: str
+    url: str
+    fallback_url: str  # the hub's /resolve/<commit>/ URL: it redirects to a fresh presigned URL
+
+    @classmethod
+    def from_manifest(cls, client: HubClient, repo_type: str, repo_id: str, commit: str, item: dict) -> RemoteFile:
+        return cls(item["path"], item["size"], item["sha256"], item["etag"], item["url"],
+                   client.resolve_url(repo_type, repo_id, commit, item["path"]))
+
+
+# --- scheduling -------------------------------------------------------------------------------------
+
+class Job:
+    """A unit of work made of tasks that may run in parallel; `complete()` runs once, in the thread
+    that finished the last task, if none failed."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending = 0
+        self.error: BaseException | None = None
+        self.done = False
+
+    def tasks(self) -> list[Callable[[], None]]:
+        raise NotImplementedError
+
+    def complete(self) -> None:
+        pass
+
+
+class Scheduler:
+    """A fixed pool of worker threads. Submitting blocks while `workers * 4` tasks wait, so a
+    listing of millions of files never turns into millions of queued futures. After the first
+    failure nothing new is started; `close()` waits for what runs and raises that failure."""
+
+    def __init__(self, ctx: Context, workers: int) -> None:
+        self.ctx = ctx
+        self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="hub-transfer")
+        self.slots = threading.BoundedSemaphore(max(1, workers) * 4)
+        self.errors: list[tuple[Job, BaseException]] = []
+        self.lock = threading.Lock()
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors)
+
+    def submit(self, job: Job) -> None:
+        if self.failed:
+            return
+        tasks = job.tasks()
+        job.pending = len(tasks)
+        if not tasks:
+            self._finish(job)
+            return
+        for task in tasks:
+            while not self.slots.acquire(timeout=0.5):
+                self.ctx.check()
+            self.pool.submit(self._run, job, task)
+
+    def _run(self, job: Job, task: Callable[[], None]) -> None:
+        try:
+            if job.error is None and not self.ctx.cancelled.is_set():
+                task()
+        except BaseException as err:  # noqa: BLE001 - recorded, raised by close()
+            with job.lock:
+                job.error = job.error or err
+        finally:
+            self.slots.release()
+            with job.lock:
+                job.pending -= 1
+                last = job.pending == 0
+            if last:
+                self._finish(job)
+
+    def _finish(self, job: Job) -> None:
+        try:
+            if job.error is not None:
+                raise job.error
+            if self.ctx.cancelled.is_set():
+                raise Cancelled()
+            job.complete()
+        except BaseException as err:  # noqa: BLE001
+            with self.lock:
+                self.errors.append((job, err))
+        finally:
+            with job.lock:
+                job.done = True
+
+    def abort(self) -> None:
+        """Cancels what has not started and stops running tasks at their next chunk."""
+        self.ctx.cancelled.set()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def close(self) -> None:
+        """Waits for every task; raises the first failure (a cancellation only if nothing else)."""
+        self.pool.shutdown(wait=True)
+        if self.errors:
+            errors = [e for _, e in self.errors if not isinstance(e, Cancelled)] or [self.errors[0][1]]
+            raise errors[0]
+
+
+# --- downloads --------------------------------------------------------------------------------------
+
+def _open_range(ctx: Context, rf: RemoteFile, start: int, end: int) -> urllib3.BaseHTTPResponse:
+    """A streaming response for bytes [start, end) of the file. An expired or refused presigned URL
+    is replaced by the hub's resolve URL (which redirects to a fresh one)."""
+    headers = {"Range": f"bytes={start}-{end - 1}"} if (start, end) != (0, rf.size) else {}
+    try:
+        resp = ctx.client.request("GET", rf.url, headers=headers, preload=False,
+                                  timeout=urllib3.Timeout(connect=10, read=120))
+    except TransportError as err:
+        if err.status not in (400, 403) or rf.url == rf.fallback_url:
+            raise
+        rf.url = rf.fallback_url
+        resp = ctx.client.request("GET", rf.url, headers=headers, preload=False,
+                                  timeout=urllib3.Timeout(connect=10, read=120))
+    if headers and resp.status != 206:
+        resp.drain_conn()
+        resp.release_conn()
+        raise TransportError(f"the server ignored the byte range of {rf.path} (HTTP {resp.status})",
+                             code="RangeIgnored")
+    return resp
+
+
+def _stream_range(ctx: Context, rf: RemoteFile, start: int, end: int, sink: Callable[[int, bytes], None]) -> None:
+    """Calls sink(offset, bytes) for [start, end), reconnecting from the last byte received after a
+    transport error (RETRY.attempts tries in a row without progress)."""
+    pos = start
+    failures = 0
+    while pos < end:
+        ctx.check()
+        try:
+            resp = _open_range(ctx, rf, pos, end)
+            try:
+                # Never ask for more than is left: http.client allocates (and the kernel zeroes) a
+                # buffer of the size asked for, which for thousands of small files costs more than
+                # their bytes.
+                while pos < end and (chunk := resp.read(min(CHUNK, end - pos))):
+                    ctx.check()
+                    sink(pos, chunk)
+                    pos += len(chunk)
+                    ctx.moved_down(len(chunk))
+                    failures = 0
+                if pos >= end and resp.read(1):
+                    raise TransportError(f"the server sent more bytes than {rf.path} has", code="TooLong")
+            finally:
+                resp.release_conn()
+            if pos < end:
+                raise urllib3.exceptions.ProtocolError(f"connection closed at byte {pos} of {end}")
+        except RETRYABLE_ERRORS as err:
+            failures += 1
+            if failures >= RETRY.attempts:
+                raise TransportError(f"download of {rf.path} kept failing: {err}", code="ConnectionError") from err
+            time.sleep(RETRY.delay(failures - 1))
+        except TransportError as err:
+            failures += 1
+            if err.status not in RETRY.statuses or failures >= RETRY.attempts:
+                raise
+            time.sleep(RETRY.delay(failures - 1))
+
+
+def _hash_file(path: Path, upto: int | None = None, h=None):
+    h = h or hashlib.sha256()
+    with open(path, "rb") as fh:
+        remaining = upto
+        while remaining is None or remaining > 0:
+            chunk = fh.read(4 * CHUNK if remaining is None else min(4 * CHUNK, remaining))
+            if not chunk:
+                break
+            h.update(chunk)
+            if remaining is not None:
+                remaining -= len(chunk)
+    return h
+
+
+def _verify(rf: RemoteFile, digest: str, partial: Path) -> None:
+    if digest != rf.sha256:
+        # Nothing of it can be trusted any more: start over next time.
+        for p in (partial, _journal(partial)):
+            p.unlink(missing_ok=True)
+        raise IntegrityError(f"{rf.path}: the bytes received hash to {digest}, not {rf.sha256}; "
+                             "they were discarded — run the command again", code="ChecksumMismatch")
+
+
+def _journal(partial: Path) -> Path:
+    return partial.with_name(partial.name + ".journal")
+
+
+def _read_journal(journal: Path, size: int) -> list[list[int]] | None:
+    """The merged byte ranges a journal records (None without a journal). Lines are appended
+    after their bytes were written; a torn last line is skipped."""
+    try:
+        text = journal.read_text()
+    except FileNotFoundError:
+        return None
+    spans = []
+    for line in text.splitlines():
+        bits = line.split()
+        if len(bits) == 2 and bits[0].isdigit() and bits[1].isdigit():
+            a, b = int(bits[0]), int(bits[1])
+            if 0 <= a < b <= size:
+                spans.append([a, b])
+    merged: list[list[int]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return merged
+
+
+class SingleDownload:
+    """One GET, hashed on the way; resumes from the partial file's length."""
+
+    def __init__(self, ctx: Context, rf: RemoteFile, partial: Path) -> None:
+        self.ctx, self.rf, self.partial = ctx, rf, partial
+        self.resumed = False
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except IntegrityError:
+            if not self.resumed:
+                raise
+            self._run()  # the bytes kept from an earlier run were bad (and are gone now): once more, afresh
+
+    def _run(self) -> None:
+        """(The partial's directory must exist.)"""
+        rf, partial = self.rf, self.partial
+        try:
+            have = partial.stat().st_size
+        except FileNotFoundError:
+            have = 0
+        if have:
+            journal = _journal(partial)
+            ranges = _read_journal(journal, rf.size)
+            if ranges is not None:  # left by a segmented attempt: only its prefix from 0 counts
+                have = ranges[0][1] if ranges and ranges[0][0] == 0 else 0
+                journal.unlink()
+        if have > rf.size:
+            have = 0
+        self.resumed = have > 0
+        h = _hash_file(partial, have) if have else hashlib.sha256()
+        if have:
+            self.ctx.stats.add(files_resumed=1)
+            self.ctx.progress.update(have)
+        # A raw descriptor: no buffer object, no isatty probe — thousands of small files add up.
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | (0 if have else os.O_TRUNC), 0o644)
+        try:
+            if have:
+                os.ftruncate(fd, have)
+                os.lseek(fd, have, os.SEEK_SET)
+
+            def sink(_offset: int, chunk: bytes) -> None:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
+                h.update(chunk)
+
+            _stream_range(self.ctx, rf, have, rf.size, sink)
+        finally:
+            os.close(fd)
+        _verify(rf, h.hexdigest(), partial)
+
+
+SMALL_FILE = 8 * MiB  # below this a file is fetched into memory, verified, and written once
+
+
+def fetch_small(ctx: Context, rf: RemoteFile, tmp: Path) -> None:
+    """A small file: fetched into memory, verified, then written to `tmp` (a name unique to this
+    thread) in one go. No lock and no partial to resume: refetching a few MiB costs less than the
+    directory operations that resumption needs, times thousands of files."""
+    buf = bytearray()
+    _stream_range(ctx, rf, 0, rf.size, lambda _offset, chunk: buf.extend(chunk))
+    digest = hashlib.sha256(buf).hexdigest()
+    if digest != rf.sha256:
+        raise IntegrityError(f"{rf.path}: the bytes received hash to {digest}, not {rf.sha256}; "
+                             "run the command again", code="ChecksumMismatch")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(buf)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+class SegmentedDownload:
+    """Parallel byte ranges into one preallocated file, a journal of the ranges written, and a
+    hasher thread that follows the contiguous prefix."""
+
+    def __init__(self, ctx: Context, rf: RemoteFile, partial: Path) -> None:
+        self.ctx, self.rf, self.partial = ctx, rf, partial
+        self.journal_path = _journal(partial)
+        self.cond = threading.Condition()
+        self.done: list[list[int]] = []  # sorted, disjoint [start, end) ranges on disk
+        self.hashed = 0
+        self.failed = False
+        self.digest: str | None = None
+        self.fd = -1
+        self.journal_fd = -1
+        self.hasher: threading.Thread | None = None
+        self.resumed = False
+
+    def plan(self) -> list[tuple[int, int]]:
+        """Opens the partial file and returns the byte ranges still to fetch, in segments."""
+        size = self.rf.size
+        try:
+            on_disk = self.partial.stat().st_size
+        except FileNotFoundError:
+            on_disk = 0
+        ranges = _read_journal(self.journal_path, size) if on_disk else None
+        if ranges is not None:
+            ranges = [[a, min(b, on_disk)] for a, b in ranges if a < on_disk]
+        if ranges is None and 0 < on_disk <= size:
+            ranges = [[0, on_disk]]  # left by a one-stream attempt: its length is what it holds
+            self.journal_path.write_text(f"0 {on_disk}\n")
+        if not ranges or on_disk > size:
+            ranges = []
+            self.journal_path.unlink(missing_ok=True)
+            with open(self.partial, "wb"):
+                pass
+        self.done = ranges
+        self.fd = os.open(self.partial, os.O_RDWR)
+        os.ftruncate(self.fd, size)  # sparse: holes until written
+        self.journal_fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        have = sum(b - a for a, b in self.done)
+        self.resumed = have > 0
+        if have:
+            self.ctx.stats.add(files_resumed=1)
+            self.ctx.progress.update(have)
+        missing, pos = [], 0
+        for a, b in self.done + [[size, size]]:
+            if a > pos:
+                missing.append((pos, a))
+            pos = max(pos, b)
+        seg = self.ctx.segment_size
+        segments = [(s, min(s + seg, b)) for a, b in missing for s in range(a, b, seg)]
+        self.hasher = threading.Thread(target=self._hash_loop, name=f"hub-hash-{self.rf.path[-20:]}", daemon=True)
+        self.hasher.start()
+        return segments
+
+    def _mark(self, a: int, b: int) -> None:
+        """Adds [a, b) to the ranges on disk (call with the condition held, or before threads run)."""
+        merged = []
+        for x, y in self.done:
+            if y < a or x > b:
+                merged.append([x, y])
+            else:
+                a, b = min(a, x), max(b, y)
+        merged.append([a, b])
+        merged.sort()
+        self.done = merged
+
+    def _frontier(self) -> int:
+        return self.done[0][1] if self.done and self.done[0][0] == 0 else 0
+
+    def fetch(self, start: int, end: int) -> None:
+        journaled = start
+
+        def sink(offset: int, chunk: bytes) -> None:
+            nonlocal journaled
+            os.pwrite(self.fd, chunk, offset)
+            stop = offset + len(chunk)
+            with self.cond:
+                self._mark(offset, stop)
+                self.cond.notify_all()
+            if stop - journaled >= JOURNAL_EVERY or stop == end:
+                # after the bytes: a range in the journal is always on disk
+                os.write(self.journal_fd, f"{journaled} {stop}\n".encode())
+                journaled = stop
+
+        try:
+            _stream_range(self.ctx, self.rf, start, end, sink)
+        except BaseException:
+            with self.cond:
+                self.failed = True
+                self.cond.notify_all()
+            raise
+
+    def _hash_loop(self) -> None:
+        h = hashlib.sha256()
+        size = self.rf.size
+        while self.hashed < size:
+            with self.cond:
+                while self._frontier() <= self.hashed and not self.failed:
+                    self.cond.wait(1.0)
+                if self.failed:
+                    return
+                upto = self._frontier()
+            while self.hashed < upto:
+                data = os.pread(self.fd, min(8 * CHUNK, upto - self.hashed), self.hashed)
+                if not data:
+                    return
+                h.update(data)
+                self.hashed += len(data)
+        self.digest = h.hexdigest()
+
+    def finish(self) -> None:
+        """Waits for the hash of the whole file and checks it (call after every segment is in)."""
+        assert self.hasher is not None
+        self.hasher.join()
+        self.close()
+        if self.digest is None:
+            raise TransportError(f"download of {self.rf.path} is incomplete", code="Incomplete")
+        _verify(self.rf, self.digest, self.partial)
+        self.journal_path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        with self.cond:
+            if self.digest is None:
+                self.failed = True
+            self.cond.notify_all()
+        for fd in (self.fd, self.journal_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.fd = self.journal_fd = -1
+
+
+class DownloadJob(Job):
+    """Fetch one file into `partial` (resuming), verify it, then `place(partial)` puts it at its final
+    path(s). `lock` guards against another process fetching the same bytes at the same time."""
+
+    def __init__(self, ctx: Context, rf: RemoteFile, partial: Path, place: Callable[[Path], None],
+                 lock_path: Path | None = None) -> None:
+        super().__init__()
+        self.ctx, self.rf, self.partial, self.place, self.lock_path = ctx, rf, partial, place, lock_path
+        self.then: list[Callable[[], None]] = []  # run after place(): more paths with the same bytes
+        self.segmented: SegmentedDownload | None = None
+        self._filelock = None
+
+    def tasks(self) -> list[Callable[[], None]]:
+        self._acquire()
+        if self.rf.size >= 2 * self.ctx.segment_size:
+            self.segmented = SegmentedDownload(self.ctx, self.rf, self.partial)
+            try:
+                segments = self.segmented.plan()
+            except BaseException:
+                self.segmented.close()
+                self._release()
+                raise
+            if not segments:
+                return [lambda: None]
+            return [lambda a=a, b=b: self.segmented.fetch(a, b) for a, b in segments]
+        return [SingleDownload(self.ctx, self.rf, self.partial).run]
+
+    def complete(self) -> None:
+        try:
+            if self.segmented is not None:
+                try:
+                    self.segmented.finish()
+                except IntegrityError:
+                    if not self.segmented.resumed:
+                        raise
+                    # bytes kept from an earlier run were bad (and are gone now): once more, afresh
+                    SingleDownload(self.ctx, self.rf, self.partial).run()
+            self.place(self.partial)
+            self.ctx.stats.add(files_down=1)
+        finally:
+            self._release()
+        for fn in self.then:
+            fn()
+
+    def _acquire(self) -> None:
+        if self.lock_path is not None:
+            self._filelock = FileLock(self.lock_path)
+            self._filelock.acquire()
+
+    def _release(self) -> None:
+        if self.segmented is not None:
+            self.segmented.close()
+        if self._filelock is not None:
+            self._filelock.release()
+            self._filelock = None
+
+
+class Downloads(Scheduler):
+    """A scheduler whose jobs are downloads: a failed job still releases its lock and file handles."""
+
+    def _finish(self, job: Job) -> None:
+        if isinstance(job, DownloadJob) and (job.error is not None or self.ctx.cancelled.is_set()):
+            job._release()
+        super()._finish(job)
+
+
+# --- uploads ----------------------------------------------------------------------------------------
+
+def _file_body(ctx: Context, path: Path, start: int, length: int) -> Iterator[bytes]:
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        remaining = length
+        while remaining > 0:
+            ctx.check()
+            chunk = fh.read(min(CHUNK, remaining))
+            if not chunk:
+                raise IntegrityError(f"{path} shrank while it was being uploaded", code="FileChanged")
+            ctx.limiter.take(len(chunk))
+            remaining -= len(chunk)
+            yield chunk
+            ctx.stats.add(bytes_up=len(chunk))
+            ctx.progress.update(len(chunk))
+
+
+def _put(ctx: Context, url: str, path: Path, start: int, length: int) -> str:
+    """PUTs bytes [start, start+length) of `path` to a self-authorising URL; returns the ETag. A
+    failed attempt is sent again whole (a part is the unit of resumption)."""
+    failures = 0
+    while True:
+        ctx.check()
+        try:
+            resp = ctx.client.request("PUT", url, body=_file_body(ctx, path, start, length),
+                                      headers={"Content-Length": str(length)}, retry=_ONCE,
+                                      timeout=urllib3.Timeout(connect=10, read=300))
+            return resp.headers.get("ETag", "")
+        except TransportError as err:
+            failures += 1
+            retryable = err.code == "ConnectionError" or (err.status or 0) in RETRY.statuses
+            if not retryable or failures >= RETRY.attempts:
+                raise
+            time.sleep(RETRY.delay(failures - 1))
+
+
+_ONCE = type(RETRY)(attempts=1)
+
+
+class UploadJob(Job):
+    """Uploads one LFS object as the batch `action` says. Multipart parts run as parallel tasks;
+    parts the session already holds (GET /api/v1/uploads/{upload_id}) are skipped."""
+
+    def __init__(self, ctx: Context, path: Path, sha256: str, size: int, action: dict) -> None:
+        super().__init__()
+        self.ctx, self.path, self.sha256, self.size, self.action = ctx, path, sha256, size, action
+        self.etags: dict[int, str] = {}
+        self.complete_url = action["href"]
+
+    def tasks(self) -> list[Callable[[], None]]:
+        header = self.action.get("header") or {}
+        if "chunk_size" not in header:
+            return [lambda: _put(self.ctx, self.action["href"], self.path, 0, self.size)]
+        chunk = int(header["chunk_size"])
+        urls = {int(k): v for k, v in header.items() if k.isdigit()}
+        if header.get("upload_id"):
+            try:
+                status = self.ctx.client.upload_status(header["upload_id"])
+            except HubClientError:
+                status = None  # an older hub: send every part
+            if status and status.get("state") == "open":
+                for part in status["parts"]:
+                    self.etags[part["part_number"]] = part["etag"]
+                urls.update({int(k): v for k, v in status.get("part_urls", {}).items()})
+                self.complete_url = status.get("complete_url") or self.complete_url
+                held = sum(min(chunk, self.size - (n - 1) * chunk) for n in self.etags)
+                if held:
+                    self.ctx.progress.update(held)
+                    self.ctx.stats.add(files_resumed=1)
+        tasks = []
+        for n in sorted(urls):
+            if n in self.etags:
+                continue
+            start = (n - 1) * chunk
+            tasks.append(lambda n=n, start=start: self._part(n, urls[n], start, min(chunk, self.size - start)))
+        return tasks or [lambda: None]
+
+    def _part(self, n: int, url: str, start: int, length: int) -> None:
+        etag = _put(self.ctx, url, self.path, start, length)
+        with self.lock:
+            self.etags[n] = etag
+
+    def complete(self) -> None:
+        header = self.action.get("header") or {}
+        if "chunk_size" in header:
+            body = {"oid": self.sha256, "parts": [{"partNumber": n, "etag": e} for n, e in sorted(self.etags.items())]}
+            lfs = "application/vnd.git-lfs+json"
+            # The hub reads the assembled object back to verify its sha256: allow for that.
+            read = 120 + self.size / (50 * MiB)
+            self.ctx.client.request("POST", self.complete_url, body=json.dumps(body).encode(),
+                                    headers={"Content-Type": lfs, "Accept": lfs},
+                                    timeout=urllib3.Timeout(connect=10, read=read), retry=COMPLETE_RETRY)
+        self.ctx.stats.add(files_up=1)

@@ -1,0 +1,279 @@
+"""Hub servers of the tests and what they run on: a gunicorn process (`Hub`), a Celery worker
+(`Worker`), and the PostgreSQL database, RGW bucket and Redis database a hub gets for itself.
+
+Each scratch resource is a context manager that gives it back whatever happens inside, so a fixture
+or test stacks them in one `with` (or an ExitStack) and tears down in the reverse order:
+
+    with scratch_bucket(rgw_env, f"hub-x-{suffix}") as bucket, fresh_database(f"hub_x_{suffix}") as db, \\
+            launch_hub("x", base_env() | rgw_env | {"DATABASE_URL": db, ...}, data) as hub:
+        ...                      # then: hub (and its worker) stopped, database dropped, bucket emptied
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PYTHON = sys.executable
+PG_ADMIN_URL = os.environ.get("HUB_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+
+# Variables of the developer's shell that must not leak into a test server.
+_SERVER_VARS = ("DATABASE_URL", "HUB_STORAGE_URL", "CELERY_BROKER_URL", "HUB_DATA_DIR", "AWS_ENDPOINT_URL",
+                "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "HF_ENDPOINT", "HF_TOKEN", "HUB_ENDPOINT",
+                "HUB_TOKEN", "DJANGO_SETTINGS_MODULE")
+
+# gunicorn's arguments for a test hub, after `hub.wsgi -b 127.0.0.1:PORT`.
+SERVER_ARGS = ("-k", "gthread", "--threads", "8", "-w", "2", "--timeout", "300", "--graceful-timeout", "5",
+               # Clients keep connections open between requests; gunicorn's default of 2 s closes them
+               # under a client about to reuse one ("connection reset by peer" in a later request).
+               "--keep-alive", "30")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SERVER_VARS}
+    env["PYTHONPATH"] = str(ROOT)
+    # Small parts so that multipart uploads are exercised by files of tens of MB, not GBs.
+    env["HUB_MULTIPART_CHUNK"] = "8MiB"
+    # Tests send wrong tokens and create tokens by the hundred on purpose; the limits themselves are
+    # tested on a server of their own (tests/test_rate_limits.py).
+    env["HUB_AUTH_FAIL_RATE"] = "100000/m"
+    env["HUB_TOKEN_CREATE_RATE"] = "100000/m"
+    # Test upstreams (a second hub) listen on loopback; users may mirror from there in tests only.
+    env["HUB_MIRROR_USER_HOSTS"] = "127.0.0.1,huggingface.co"
+    return env
+
+
+def _log_tail(path: Path, chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+@dataclass
+class Hub:
+    """A running hub server and the environment it was started with."""
+
+    name: str
+    env: dict[str, str]
+    data_dir: Path
+    port: int = 0
+    proc: subprocess.Popen | None = None
+    _tokens: dict = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run([PYTHON, str(ROOT / "manage.py"), *args], env=self.env, cwd=ROOT,
+                              capture_output=True, text=True, check=check, timeout=300)
+
+    def token(self, username: str, *, read_only: bool = False) -> str:
+        """A fresh token for `username` (created on first use), from `manage.py hub_token`."""
+        out = self.manage("hub_token", username, *(["--read-only"] if read_only else [])).stdout
+        return out.strip().splitlines()[-1]
+
+    def cached_token(self, username: str, *, read_only: bool = False) -> str:
+        key = (username, read_only)
+        if key not in self._tokens:
+            self._tokens[key] = self.token(username, read_only=read_only)
+        return self._tokens[key]
+
+    def session(self, username: str, password: str = "correct horse battery") -> requests.Session:
+        """A requests session signed in to the web pages as `username` (given that password first),
+        with the CSRF cookie set: send `csrf_headers(session)` along with its forms' POSTs."""
+        self.manage("hub_password", username, "--password", password)
+        s = requests.Session()
+        s.get(f"{self.url}/accounts/login", timeout=30)
+        r = s.post(f"{self.url}/accounts/login", data={"username": username, "password": password,
+                                                        "csrfmiddlewaretoken": s.cookies["csrftoken"]},
+                   headers={"Referer": f"{self.url}/accounts/login"}, timeout=30, allow_redirects=False)
+        assert r.status_code == 302 and "sessionid" in s.cookies, (r.status_code, r.text[:300])
+        return s
+
+    def api(self, token: str | None = None):
+        from huggingface_hub import HfApi
+
+        return HfApi(endpoint=self.url, token=token if token is not None else False)
+
+    def start(self, log_path: Path, *, gunicorn_args: tuple[str, ...] = SERVER_ARGS, port: int = 0,
+              init: bool = True) -> None:
+        """`manage.py hub_init` (unless `init` is false: a restart), then `gunicorn hub.wsgi` on
+        127.0.0.1:`port` (a free one by default) with `gunicorn_args`, its output appended to `log_path`;
+        returns once /healthz answers. A hub whose server died is started again with this too (the
+        previous log file is closed)."""
+        if init:
+            self.manage("hub_init")
+        self.port = port or free_port()
+        if getattr(self, "log", None):
+            self.log.close()
+        self.log_path = log_path
+        self.log = open(log_path, "ab")
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "gunicorn", "hub.wsgi", "-b", f"127.0.0.1:{self.port}", *gunicorn_args],
+            env=self.env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"hub server {self.name} exited; see {log_path}:\n{_log_tail(log_path)}")
+            try:
+                if requests.get(f"{self.url}/healthz", timeout=2).ok:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"hub server {self.name} did not answer in 60 s; see {log_path}:\n"
+                           f"{_log_tail(log_path)}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        if getattr(self, "log", None):
+            self.log.close()
+
+    def worker_pids(self) -> list[int]:
+        """PIDs of the gunicorn master and its workers (for memory measurements)."""
+        import psutil
+
+        master = psutil.Process(self.proc.pid)
+        return [master.pid] + [c.pid for c in master.children(recursive=True)]
+
+
+class Worker:
+    """A real Celery worker process of a hub (broker: the machine's Redis)."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        log = open(self.hub.data_dir / "worker.log", "ab")
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "celery", "-A", "hub", "worker", "-l", "info", "-c", "2", "--without-gossip",
+             "--without-mingle", "--without-heartbeat", "-n", f"test-{uuid.uuid4().hex[:6]}@%h"],
+            env=self.hub.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if "ready." in (self.hub.data_dir / "worker.log").read_text(errors="replace"):
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise RuntimeError(f"celery worker did not start; see {self.hub.data_dir / 'worker.log'}")
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker (main process and pool children), as a crashed machine would."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait(30)
+        # The log's "ready." must not satisfy the next start.
+        log = self.hub.data_dir / "worker.log"
+        log.rename(log.with_suffix(f".{int(time.time() * 1000)}.log"))
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait(10)
+
+
+@contextlib.contextmanager
+def launch_hub(name: str, env: dict[str, str], data_dir: Path, *, log_path: Path | None = None,
+               gunicorn_args: tuple[str, ...] = SERVER_ARGS, celery_worker: bool = False) -> Iterator[Hub]:
+    """A started `Hub` (see Hub.start; its log is data_dir/server.log unless `log_path` says), with a
+    Celery worker of its own as `hub.worker` if `celery_worker`; stopped on exit (worker first), also
+    when starting failed half-way."""
+    hub = Hub(name, env, data_dir)
+    try:
+        hub.start(log_path or data_dir / "server.log", gunicorn_args=gunicorn_args)
+        if celery_worker:
+            hub.worker = Worker(hub)
+            hub.worker.start()
+        yield hub
+    finally:
+        if getattr(hub, "worker", None):
+            hub.worker.stop()
+        hub.stop()
+
+
+@contextlib.contextmanager
+def fresh_database(name: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database `name` on PG_ADMIN_URL's server; yields its URL (a hub's
+    DATABASE_URL) and drops it on exit WITH (FORCE), so connections left open do not keep it."""
+    import psycopg
+
+    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{PG_ADMIN_URL}/{name}"
+    finally:
+        with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def scratch_bucket(rgw_env: dict[str, str], name: str) -> Iterator[str]:
+    """The name of a bucket for one hub (which creates it on first use: HUB_STORAGE_URL=s3://name);
+    on exit the bucket, if any, is emptied and deleted (drop_bucket)."""
+    try:
+        yield name
+    finally:
+        drop_bucket(rgw_env, name)
+
+
+@contextlib.contextmanager
+def flushed_redis(url: str) -> Iterator[str]:
+    """A Redis database (redis://host:port/N) emptied before and after use; yields `url`."""
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+    try:
+        yield url
+    finally:
+        redis.Redis.from_url(url).flushdb()
+
+
+def drop_bucket(rgw_env: dict[str, str], bucket: str) -> None:
+    """Empties and deletes a test bucket, so repeated runs do not fill the one-node cluster."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    s3 = boto3.client("s3", endpoint_url=rgw_env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                      aws_access_key_id=rgw_env["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=rgw_env["AWS_SECRET_ACCESS_KEY"])
+    try:
+        for page in s3.get_paginator("list_multipart_uploads").paginate(Bucket=bucket):
+            for up in page.get("Uploads", []):
+                s3.abort_multipart_upload(Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"])
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+        s3.delete_bucket(Bucket=bucket)
+    except ClientError:
+        pass
