@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "hub.content",
     "hub.repos",
     "hub.quotas",
+    "hub.xet",
     "hub.volumes",
     "hub.instances",
     "hub.catalog",
@@ -169,6 +170,11 @@ HUB_UPLOAD_STALE = envint("HUB_UPLOAD_STALE", 60)
 # (killed, its machine gone); uploaded LFS bytes keep theirs this long for the commit to come.
 HUB_RESERVATION_LEASE = envint("HUB_RESERVATION_LEASE", 120)
 HUB_COMMIT_WINDOW = envint("HUB_COMMIT_WINDOW", 3600)
+# Xet (hub.xet): access tokens live this long (clients renew them); xorbs are kept this long after a
+# shard last named them — hf_xet's shard cache lets a client reuse what it uploaded for ~3 weeks
+# without sending it again, so a shorter retention would make its later uploads fail.
+HUB_XET_TOKEN_SECONDS = envint("HUB_XET_TOKEN_SECONDS", 3600)
+HUB_XET_RETENTION = envint("HUB_XET_RETENTION", 30 * 24 * 3600)
 HUB_DEFAULT_QUOTA = envsize("HUB_DEFAULT_QUOTA", "50GB")
 HUB_PUBLIC_URL = env("HUB_PUBLIC_URL")  # client-facing base URL when behind a proxy that hides it
 

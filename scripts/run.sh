@@ -19,7 +19,6 @@ cat <<MSG
   Sign in to the web pages: .venv/bin/python manage.py hub_password alice   (then http://127.0.0.1:$PORT/accounts/login)
   A token for scripts:   .venv/bin/python manage.py hub_token alice
   Then, e.g.:            HF_ENDPOINT=http://127.0.0.1:$PORT HF_TOKEN=<token> hf upload alice/demo ./folder
-  (weights, data and binary files, and any of 10 MB or more, upload through LFS: set HF_HUB_DISABLE_XET=1)
 
 MSG
 # Worker model and the access log (capability URLs redacted) come from hub/gunicorn_config.py.

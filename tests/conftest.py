@@ -118,10 +118,10 @@ def celery_hub(tmp_path_factory, rgw_env):
 
 @pytest.fixture(scope="session", autouse=True)
 def uploads_without_xet():
-    """This hub does not speak Xet yet (issue 22), and huggingface_hub >= 1.20 sends every file its
-    preupload marks `lfs` (weights, data and binary files, as upstream marks them) through Xet when
-    hf_xet is installed. In this process uploads go through LFS, as HF_HUB_DISABLE_XET=1 makes them
-    for users; what default settings do is tested in client processes (tests/test_hf_compat.py)."""
+    """huggingface_hub >= 1.20 sends every file its preupload marks `lfs` through Xet when hf_xet is
+    installed. In this process uploads go through LFS, as HF_HUB_DISABLE_XET=1 makes them for users,
+    so that the LFS door stays tested by every module; the Xet door is tested with default settings
+    in tests/test_xet.py (and in the client processes of other modules)."""
     from huggingface_hub import constants
 
     saved = constants.HF_HUB_DISABLE_XET

@@ -29,7 +29,6 @@ OLD_VENV = ROOT / ".venv-hf036"
 OLD_VERSION = "0.36.2"
 MiB = 2**20
 GiB = 2**30
-XET_HINT = "HF_HUB_DISABLE_XET=1"
 
 UPLOAD_FOLDER = """
 import os
@@ -162,45 +161,6 @@ def test_it_uploads_a_folder_with_xet_disabled_and_downloads_with_defaults(hub, 
     assert_same_files(got["files"], expected)
 
 
-def test_it_tells_xet_clients_to_set_hf_hub_disable_xet(hub, alice, unique, tmp_path):
-    repo_id = f"alice/xet-{unique}"
-    make_folder(tmp_path / "folder")
-    proc = run_client(
-        UPLOAD_FOLDER,
-        client_env(
-            hub, alice, tmp_path / "home", T_REPO=repo_id, T_TYPE="model", T_FOLDER=str(tmp_path / "folder")
-        ),
-    )
-    output = proc.stdout + proc.stderr
-    assert proc.returncode != 0, output
-    # hf_xet's own error only names the failing URL; the hint reaches the user through X-HF-Warning.
-    assert XET_HINT in output, output
-    assert "xet-write-token" in output, output
-    assert "COMMIT" not in proc.stdout
-    assert "weights/model.bin" not in hub.api(alice).list_repo_files(repo_id)
-
-    # What the server says on the wire, for clients that show it.
-    headers = {"Authorization": f"Bearer {alice}"}
-    pre = requests.post(
-        f"{hub.url}/api/models/{repo_id}/preupload/main",
-        headers=headers,
-        timeout=30,
-        json={"files": [{"path": "big.bin", "size": 12_000_000, "sample": ""}]},
-    )
-    assert pre.status_code == 200 and pre.json()["files"][0]["uploadMode"] == "lfs"
-    assert XET_HINT in pre.headers["X-HF-Warning"]
-    small = requests.post(
-        f"{hub.url}/api/models/{repo_id}/preupload/main",
-        headers=headers,
-        timeout=30,
-        json={"files": [{"path": "a.txt", "size": 10, "sample": ""}]},
-    )
-    assert "X-HF-Warning" not in small.headers
-    token = requests.get(f"{hub.url}/api/models/{repo_id}/xet-write-token/main", headers=headers, timeout=30)
-    assert token.status_code >= 400
-    assert XET_HINT in token.json()["error"] and XET_HINT in token.headers["X-Error-Message"]
-
-
 # --- an older client ----------------------------------------------------------------------------------
 
 
@@ -231,6 +191,19 @@ def test_it_serves_huggingface_hub_0_36(hub, alice, unique, tmp_path, old_client
         hub.api(hub.cached_token("bob")).dataset_info(repo_id)
 
     got = result(check_ok(run_client(DOWNLOAD, env, python=old_client)))
+    assert got["one"] == expected["weights/model.bin"]
+    assert_same_files(got["files"], expected)
+
+    # files today's client sent through Xet (default settings): 0.36 reads them as well
+    xet_repo = f"alice/old-reads-xet-{unique}"
+    check_ok(run_client(UPLOAD_FOLDER, client_env(hub, alice, tmp_path / "home-new", T_REPO=xet_repo, T_TYPE="model",
+                                                  T_FOLDER=str(tmp_path / "folder"))))
+    tree = requests.get(f"{hub.url}/api/models/{xet_repo}/tree/main/weights", timeout=30,
+                        headers={"Authorization": f"Bearer {alice}"}).json()
+    assert "xetHash" in tree[0]
+    got = result(check_ok(run_client(DOWNLOAD, client_env(hub, alice, tmp_path / "home-old2", T_REPO=xet_repo,
+                                                          T_TYPE="model", T_FILE="weights/model.bin"),
+                                     python=old_client)))
     assert got["one"] == expected["weights/model.bin"]
     assert_same_files(got["files"], expected)
 

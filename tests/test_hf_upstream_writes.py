@@ -4,8 +4,8 @@ in any case, moved repos, auth-check, card validation, request ids, duplicates, 
 
 alice owns the repos, bob is another logged-in user. Every test runs on both backends through the
 real huggingface_hub 2.4.0 (and `datasets` for its push_to_hub, in a process of its own, configured
-by the environment as users run it). Uploads go through LFS (HF_HUB_DISABLE_XET, tests/conftest.py):
-this hub does not speak Xet yet.
+by the environment as users run it). In this process uploads go through LFS (HF_HUB_DISABLE_XET,
+tests/conftest.py); `datasets`' and `transformers`' push_to_hub run with default settings, through Xet.
 """
 
 from __future__ import annotations
@@ -66,8 +66,7 @@ def test_datasets_push_to_hub_lands_its_parquet_shards_as_lfs_and_loads_back(hub
     """datasets preuploads each shard, deletes its temp file once preupload said `lfs` (as upstream
     says for a .parquet), then commits: answering `regular` lost the file (FileNotFoundError)."""
     repo_id = f"alice/pushed-{unique}"
-    proc = run_client(PUSH_DATASET, client_env(hub, alice, tmp_path / "home", HF_HUB_DISABLE_XET="1",
-                                               T_REPO=repo_id))
+    proc = run_client(PUSH_DATASET, client_env(hub, alice, tmp_path / "home", T_REPO=repo_id))
     got = result(check_ok(proc))
     assert got["train"] == {"text": ["a"] * 1000, "n": list(range(1000))}
     assert got["test"] == {"text": ["b"] * 10, "n": list(range(10))}
@@ -75,6 +74,7 @@ def test_datasets_push_to_hub_lands_its_parquet_shards_as_lfs_and_loads_back(hub
     shards = [p for p in files if p.endswith(".parquet")]
     assert len(shards) == 2, files.keys()
     assert all(files[p].lfs is not None for p in shards)  # stored as LFS, as upstream stores them
+    assert all(files[p].xet_hash for p in shards)  # (they went up through Xet)
     assert "README.md" in files and files["README.md"].lfs is None
 
 
@@ -99,11 +99,12 @@ print("RESULT " + json.dumps({"same": same, "ids": tback("hello hub world")["inp
 
 def test_transformers_push_to_hub_of_a_model_and_its_tokenizer_loads_back(hub, alice, unique, tmp_path):
     repo_id = f"alice/bert-{unique}"
-    proc = run_client(PUSH_MODEL, client_env(hub, alice, tmp_path / "home", HF_HUB_DISABLE_XET="1", T_REPO=repo_id))
+    proc = run_client(PUSH_MODEL, client_env(hub, alice, tmp_path / "home", T_REPO=repo_id))
     got = result(check_ok(proc))
     assert got == {"same": True, "ids": [2, 5, 7, 6, 3]}
     files = tree(hub.api(alice), repo_id)
     assert files["model.safetensors"].lfs is not None  # weights through LFS, as .gitattributes says
+    assert files["model.safetensors"].xet_hash  # (sent through Xet, the default client's way)
     assert {"config.json", "tokenizer.json", "tokenizer_config.json"} <= set(files)
 
 

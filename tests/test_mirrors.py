@@ -174,7 +174,9 @@ def test_it_mirrors_a_hub_repo_with_its_tags_byte_for_byte(celery_hub, upstream,
     assert stored_objects(celery_hub, "") == before  # no object written
 
 
-def test_it_mirrors_new_upstream_commits_on_top(celery_hub, upstream, carol, tmp_path):
+def test_it_mirrors_new_upstream_commits_on_top(celery_hub, upstream, carol, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
     alice = celery_hub.cached_token("alice")
     repo_id = f"carol/growing-{uuid.uuid4().hex[:6]}"
     publish(upstream, carol, repo_id, [{"a.txt": b"one"}])
@@ -182,11 +184,17 @@ def test_it_mirrors_new_upstream_commits_on_top(celery_hub, upstream, carol, tmp
     first = wait_for(celery_hub, alice, start_mirror(celery_hub, alice, repo=target, source=upstream.url,
                                                      source_repo=repo_id).json()["id"])
     assert first["state"] == "done", first
-    upstream.api(carol).upload_file(path_or_fileobj=b"two", path_in_repo="b.txt", repo_id=repo_id)
+    # the new commit's weights went up through Xet, as the default client sends them
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", False)
+    weights = os.urandom(300_000)
+    upstream.api(carol).upload_file(path_or_fileobj=weights, path_in_repo="b.bin", repo_id=repo_id)
+    tree = requests.get(f"{upstream.url}/api/models/{repo_id}/tree/main", headers=auth(carol), timeout=30).json()
+    assert "xetHash" in next(e for e in tree if e["path"] == "b.bin")
     second = wait_for(celery_hub, alice, start_mirror(celery_hub, alice, repo=target, source=upstream.url,
                                                       source_repo=repo_id, revisions=["main"]).json()["id"])
     assert second["state"] == "done", second
-    assert second["files"]["skipped"] == 2 and second["bytes"]["fetched"] == 3  # .gitattributes, a.txt stored
+    # .gitattributes, a.txt stored already
+    assert second["files"]["skipped"] == 2 and second["bytes"]["fetched"] == len(weights)
     assert len(commit_titles(celery_hub, alice, target)) == 3
     assert snapshot(celery_hub, alice, target, "main", tmp_path / "o") == snapshot(upstream, carol, repo_id, "main",
                                                                                    tmp_path / "u")

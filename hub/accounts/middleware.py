@@ -21,6 +21,13 @@ def accepts_api_tokens(view):
     return view
 
 
+def own_bearer_tokens(view):
+    """Marks a view that reads `Authorization: Bearer` itself: a capability the hub signed for it (the
+    Xet CAS's access tokens), not an API token. Nothing here authenticates its requests."""
+    view.own_bearer_tokens = True
+    return view
+
+
 def is_api_view(view) -> bool:
     if getattr(view, "accepts_api_tokens", False):
         return True
@@ -48,6 +55,9 @@ class TokenAuthMiddleware:
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, view, args, kwargs):
+        if getattr(view, "own_bearer_tokens", False):
+            request._dont_enforce_csrf_checks = True  # (no ambient credential: the token is in the request)
+            return None
         header = request.META.get("HTTP_AUTHORIZATION", "")
         bearer = header[:7].lower() == "bearer "
         if not is_api_view(view):

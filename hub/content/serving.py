@@ -26,7 +26,7 @@ def blob_response(request: HttpRequest, key: str, size: int, headers: dict, file
             resp[k] = v
         resp["Cache-Control"] = "no-store"
         return resp
-    return _serve_local(request, store.local_path(key), size, headers, filename)
+    return serve_local(request, store.local_path(key), size, headers, filename)
 
 
 def parse_range(header: str, size: int) -> tuple[int, int] | None:
@@ -53,7 +53,7 @@ def parse_range(header: str, size: int) -> tuple[int, int] | None:
     return start, min(end, size)
 
 
-def _serve_local(request: HttpRequest, path: str, size: int, headers: dict, filename: str) -> HttpResponse:
+def serve_local(request: HttpRequest, path: str, size: int, headers: dict, filename: str) -> HttpResponse:
     rng = parse_range(request.META.get("HTTP_RANGE", ""), size)
     start, end = rng if rng else (0, size)
     try:

@@ -1,6 +1,6 @@
 """Git LFS over HTTP as huggingface_hub speaks it: the batch API (basic and multipart uploads,
-downloads), the signed upload, part and completion URLs, verification; and the Xet token routes,
-which say this hub does not speak Xet yet."""
+downloads), the signed upload, part and completion URLs, verification. (Xet, the other way files
+arrive: hub.hfapi.xet.)"""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -25,10 +25,6 @@ from hub.repos.models import Repo
 from hub.uploads import sessions, transfers
 
 LFS_JSON = "application/vnd.git-lfs+json"
-NO_XET = ("This hub has no Xet support: set HF_HUB_DISABLE_XET=1 (or use `hub push`) to upload the files "
-          "it stores through LFS (weights, data and other binary files, as .gitattributes marks them, and "
-          f"files of {settings.HUB_LFS_THRESHOLD // 10**6} MB or more)")
-XET_WARNING = "xet; " + NO_XET
 
 
 @csrf_exempt
@@ -208,11 +204,6 @@ def _content_length(request: HttpRequest) -> int:
         return int(request.META.get("CONTENT_LENGTH") or "")
     except ValueError:
         raise BadRequest("Content-Length is required") from None
-
-
-@require_http_methods(["GET"])
-def xet_token(request: HttpRequest, **kwargs) -> JsonResponse:
-    raise HubError(NO_XET)
 
 
 def _lfs_for_pull_request(data: dict) -> bool:

@@ -5,7 +5,7 @@ import re
 from django.urls import re_path
 
 from hub.accounts.middleware import accepts_api_tokens
-from hub.hfapi import community, discussions, lfs, space, views
+from hub.hfapi import community, discussions, lfs, space, views, xet
 
 NAME = r"(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*?)"
 REV = r"(?P<rev>refs/(?:pr|convert|heads|tags)/[^/]+|[^/]+)"
@@ -46,7 +46,7 @@ urlpatterns = [
     re_path(API + r"/super-squash/" + REV + r"$", space.super_squash),
     re_path(API + r"/lfs-files$", space.lfs_files),
     re_path(API + r"/lfs-files/batch$", space.lfs_files_delete),
-    re_path(API + r"/xet-(?:read|write)-token/.*$", lfs.xet_token),
+    re_path(API + r"/xet-(?P<access>read|write)-token(?:/(?P<rev>.*))?$", xet.xet_token),
     re_path(API + r"/user-access-request/(?P<status>pending|accepted|rejected)$", community.access_requests),
     re_path(API + r"/user-access-request/handle$", community.handle_access_request),
     re_path(API + r"/user-access-request/grant$", community.grant_access),
@@ -78,3 +78,17 @@ urlpatterns = [
 # The protocol's routes, every one: API tokens open them (web pages and the admin take sessions only).
 for _route in urlpatterns:
     accepts_api_tokens(_route.callback)
+
+# The Xet CAS: its own bearer tokens (the access tokens the routes above hand out), not API tokens.
+HASH = r"(?P<hash>[0-9A-Za-z]{1,100})"
+urlpatterns += [
+    re_path(r"^cas/v1/xorbs/(?P<prefix>[a-z-]+)/" + HASH + r"$", xet.xorb),
+    re_path(r"^cas/v1/shards$", xet.shard_v1),
+    re_path(r"^cas/v2/shards$", xet.shard_v2),
+    re_path(r"^cas/v1/chunks/(?P<prefix>[a-z-]+)/" + HASH + r"$", xet.chunk),
+    re_path(r"^cas/v1/reconstructions/" + HASH + r"$", xet.reconstruction_v1),
+    re_path(r"^cas/v2/reconstructions/" + HASH + r"$", xet.reconstruction_v2),
+    re_path(r"^cas/v1/telemetry$", xet.telemetry),
+    re_path(r"^v1/telemetry$", xet.telemetry),  # (hf_xet sends it to the CAS host's root)
+    re_path(r"^cas/fetch/(?P<token>[^/]+)$", xet.fetch),
+]

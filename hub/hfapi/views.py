@@ -33,6 +33,7 @@ from hub.errors import (
 )
 from hub.hfapi import serializers as ser
 from hub.hfapi.common import (
+    base_url,
     expand_of,
     flag,
     int_param,
@@ -42,11 +43,11 @@ from hub.hfapi.common import (
     repo_type,
     repo_url,
 )
-from hub.hfapi.lfs import XET_WARNING
 from hub.quotas import services as quota_services
 from hub.repos import attributes, cards, pullrefs, services, trees
 from hub.repos.models import Repo
 from hub.validation import check_dir_path, check_path
+from hub.xet import cas as xet_cas
 
 PAGE = 1000
 PAGE_EXPANDED = 50
@@ -219,7 +220,7 @@ def repo_info(request: HttpRequest, prefix: str, ns: str, name: str, rev: str | 
     expand = expand_of(request)
     info = ser.repo_info(repo, commit, siblings=siblings, expand=expand or None)
     if "xetEnabled" in expand:
-        info["xetEnabled"] = False
+        info["xetEnabled"] = True
     resp = JsonResponse(info)
     notice = not_mirrored_notice(repo)
     if notice:  # huggingface_hub logs it, so transformers' and datasets' own errors come with the reason
@@ -295,6 +296,7 @@ def tree(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: 
     more = len(page) > limit
     page = page[:limit]
     out = [ser.tree_entry(p, e) for p, e in page]
+    _add_xet_hashes(out, [e for _, e in page])
     if expand and out:
         last = _last_commits(repo, commit, [p for p, _ in page])
         for item in out:
@@ -303,6 +305,16 @@ def tree(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: 
     if more:
         paginate(request, resp, {"cursor": encode_cursor(page[-1][0][len(base):])})
     return resp
+
+
+def _add_xet_hashes(out: list[dict], entries: list) -> None:
+    """`xetHash` on the files whose chunks the hub holds: hf_xet downloads those through Xet (the
+    others, and clients without Xet, over /resolve/)."""
+    lfs = [e.ref for e in entries if not e.is_dir and e.lfs]
+    known = xet_cas.files_of_blobs(lfs) if lfs else {}
+    for item, e in zip(out, entries, strict=True):
+        if not e.is_dir and e.lfs and e.ref in known:
+            item["xetHash"] = known[e.ref]
 
 
 @csrf_exempt
@@ -328,6 +340,7 @@ def paths_info(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) 
         if entry is not None:
             found.append((p, entry))
     out = [ser.tree_entry(p, e) for p, e in found]
+    _add_xet_hashes(out, [e for _, e in found])
     if expand and out:
         last = _last_commits(repo, commit, [p for p, _ in found])
         for item in out:
@@ -422,6 +435,11 @@ def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, pat
         "Cache-Control": ("public, max-age=31536000, immutable" if rev == commit.oid and not repo.private
                           else "private, no-cache"),
     }
+    xet_file = xet_cas.file_of_blob(entry.ref) if entry.lfs else None
+    if xet_file is not None:  # hf_xet downloads it through Xet; other clients ignore these
+        headers["X-Xet-Hash"] = xet_file.hash
+        token_route = f"{base_url(request)}/api/{repo.type}s/{repo.repo_id}/xet-read-token/{commit.oid}"
+        headers["Link"] = f'<{token_route}>; rel="xet-auth"'
     filename = path.rsplit("/", 1)[-1]
     if request.method == "HEAD":
         resp = HttpResponse(status=200, content_type="application/octet-stream")
@@ -453,7 +471,7 @@ def preupload(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -
     if data.get("gitIgnore"):  # the .gitignore the commit itself carries
         ignored = attributes.ignore_spec(str(data["gitIgnore"]))
     out = []
-    any_lfs = False
+    lfs_bytes = 0
     for f in files:
         if not isinstance(f, dict) or not isinstance(f.get("path"), str):
             raise BadRequest("each file needs a 'path'")
@@ -466,7 +484,7 @@ def preupload(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -
         except (binascii.Error, ValueError):
             raise BadRequest(f"the sample of {path!r} is not valid base64") from None
         mode = attributes.upload_mode(rules, path, size, sample)
-        any_lfs |= mode == attributes.LFS
+        lfs_bytes += size if mode == attributes.LFS else 0
         entry = trees.resolve(store, commit.tree, path) if commit else None
         oid = None
         if entry is not None and not entry.is_dir:  # (as upstream: what is stored there, of its kind)
@@ -474,8 +492,11 @@ def preupload(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -
         out.append({"path": path, "uploadMode": mode,
                     "shouldIgnore": bool(ignored is not None and ignored.match_file(path)), "oid": oid})
     resp = JsonResponse({"files": out, "commitOid": commit.oid if commit else None})
-    if any_lfs:
-        resp["X-HF-Warning"] = XET_WARNING
+    # hf_xet shows a refusal as a bare "413" and a URL: the figures go ahead as a warning, which
+    # huggingface_hub prints. (Only a warning: the hub may hold some of the files' chunks already.)
+    full = quota_services.room_for(repo.namespace, lfs_bytes) if lfs_bytes else None
+    if full:
+        resp["X-HF-Warning"] = f"quota; {full} (If the upload fails with 413, this is why.)"
     return resp
 
 

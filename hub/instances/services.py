@@ -245,7 +245,7 @@ _SCOPE = [re.compile(p) for p in (
     r"^/api/quota$",
     r"^/api/whoami-v2$",
     r"^/api/v1/repos/(model|dataset)/[^/]+/[^/]+/(manifest|access)$",
-    r"^/api/(models|datasets)/[^/]+/[^/]+(/(revision|tree|paths-info|refs|commits)(/.*)?)?$",
+    r"^/api/(models|datasets)/[^/]+/[^/]+(/(revision|tree|paths-info|refs|commits|xet-read-token)(/.*)?)?$",
     r"^/(datasets/)?[^/]+/[^/]+/resolve/",
     r"^/lfs/objects/",
 )]

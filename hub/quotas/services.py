@@ -92,6 +92,16 @@ def _exceeded(ns: Namespace, limit: int, need: int) -> QuotaExceeded:
                          f"this upload needs {format_size(need)}. Delete files or repos, or ask for a larger quota.")
 
 
+def room_for(ns: Namespace, size: int) -> str | None:
+    """None if `size` more bytes fit the account now; else the message a refusal would give. (An
+    early word for clients that will only show a bare status when the refusal comes: Xet uploads.)"""
+    ns = Namespace.objects.get(pk=ns.pk)
+    limit = limit_of(ns)
+    if ns.used_bytes + ns.reserved_bytes + size <= limit:
+        return None
+    return _exceeded(ns, limit, size).message
+
+
 def referenced(ns: Namespace, sha256s) -> set[str]:
     """Which of these blobs the account already references (so they cost it nothing more)."""
     return refs.referenced(ns, sha256s)

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
@@ -25,6 +26,7 @@ from hub.content import blobs, refs
 from hub.content.models import Blob, UploadSession
 from hub.quotas import services as quotas
 from hub.uploads import sessions
+from hub.xet import cas as xet
 
 log = logging.getLogger("hub.gc")
 PREFIXES = ("blobs/", "staging/")
@@ -37,6 +39,7 @@ class Report:
     bytes_freed: int = 0
     orphans_deleted: int = 0
     uploads_aborted: int = 0
+    xorbs_deleted: int = 0
     quota_drift: dict[str, tuple[int, int]] = field(default_factory=dict)  # ns → (recorded, true)
 
     def as_dict(self) -> dict:
@@ -154,6 +157,8 @@ def run(grace: timedelta = timedelta(hours=1), *, dry_run: bool = False) -> Repo
         report.sessions_expired = sessions.expire_sessions()
     report.blobs_deleted, report.bytes_freed = collect_blobs(grace, dry_run=dry_run)
     report.orphans_deleted, report.uploads_aborted = collect_orphans(grace, dry_run=dry_run)
+    # Xet's xorbs have a retention of their own (hub.xet.cas: clients reuse them for weeks)
+    report.xorbs_deleted = xet.collect(timedelta(seconds=settings.HUB_XET_RETENTION), dry_run=dry_run)
     if not dry_run:
         report.quota_drift = reconcile_quotas()
     return report

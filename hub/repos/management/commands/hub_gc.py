@@ -10,7 +10,8 @@ from django.core.management.base import BaseCommand
 
 class Command(BaseCommand):
     help = ("Garbage collection: expire idle upload sessions, delete unreferenced blobs and orphan objects "
-            "older than the grace period, reconcile quota usage. Prints what it did as JSON.")
+            "older than the grace period, Xet xorbs past HUB_XET_RETENTION, reconcile quota usage. Prints what it "
+            "did as JSON.")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--grace", type=int, default=settings.HUB_GC_GRACE,

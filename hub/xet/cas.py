@@ -1,0 +1,396 @@
+"""The Xet door's domain: xorbs in, shards checked, files rebuilt into blobs, reconstructions out.
+
+How bytes arrive (the client chunks, dedups against what it knows and sends):
+
+1. **Xorbs** (`store_xorb`): quota for the bytes is reserved before they are read; every chunk is
+   parsed with bounds, decompressed and hashed, and the Merkle root must equal the xorb's name. Only
+   then is it stored (`xorbs/<ab>/<hash>`) and indexed. The reservation waits HUB_COMMIT_WINDOW for
+   the shard and commit that use it.
+2. **A shard** (`accept_shard`) lists files as terms over xorbs. Nothing in it is taken on trust:
+   every xorb it names is stored here, every range is in bounds, the sizes add up, every verification
+   entry equals the hash of the hub's own chunk hashes (so nobody can point at another tenant's
+   chunks by knowing their hashes), the file hash matches. Then each new file is rebuilt from the
+   stored chunks, hashed with sha256 and stored as a blob (hub.content.blobs.ingest_stream): the
+   sha256 the client claims is bound to it only if the bytes hash to it. The blob's quota is
+   reserved for the commit to come (as an LFS upload's is), and the xorbs' reservations are released.
+3. The commit names the blob by sha256 as any LFS file: nothing else in the hub changes. Other doors
+   serve the blob; Xet downloads read the xorbs (`reconstruction`).
+
+Xorbs stay HUB_XET_RETENTION after a shard last named them (`collect`): a client's shard cache lets it
+reuse xorbs it uploaded for about three weeks without sending them again.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from hub.content import blobs
+from hub.content.models import Blob
+from hub.errors import BadRequest, HubError
+from hub.quotas import services as quotas
+from hub.quotas.models import Reservation
+from hub.xet import format as xf
+from hub.xet.models import INDEX_ENTRY, XetFile, Xorb
+
+log = logging.getLogger("hub.xet")
+
+XORB_PURPOSE = "xet xorb"
+MAX_SHARD_BYTES = 64 * 2**20
+
+
+class XetFormatError(BadRequest):
+    code = "XetFormatError"
+
+
+def xorb_key(hash_hex: str) -> str:
+    return f"xorbs/{hash_hex[:2]}/{hash_hex}"
+
+
+def check_hash(value: str, what: str = "hash") -> str:
+    try:
+        xf.hash_from_hex(value)
+    except xf.FormatError:
+        raise XetFormatError(f"invalid {what} {value[:80]!r}: expected 64 hexadecimal characters") from None
+    return value.lower()
+
+
+# --- xorbs ---------------------------------------------------------------------------------------
+
+
+def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user, ns) -> bool:
+    """Receives a xorb of `length` bytes from `read`. Returns False if it was stored already (its bytes
+    are read and dropped). Raises QuotaExceeded before reading, XetFormatError for bytes that are not
+    the xorb they claim to be (nothing is stored then)."""
+    hash_hex = check_hash(hash_hex, "xorb hash")
+    if length > xf.MAX_XORB_BYTES + 2**20:  # (chunks, plus the footer a client may append)
+        raise XetFormatError(f"a xorb holds at most {xf.MAX_XORB_BYTES} bytes; this one claims {length}")
+    existing = Xorb.objects.filter(pk=hash_hex).first()
+    if existing is not None:
+        Xorb.objects.filter(pk=hash_hex).update(touched=timezone.now())
+        _drain(read, length)
+        return False
+    reservation = quotas.reserve(ns, length, user=user, sha256=hash_hex, purpose=XORB_PURPOSE,
+                                 ttl=timedelta(seconds=settings.HUB_COMMIT_WINDOW))
+    try:
+        with tempfile.SpooledTemporaryFile(max_size=8 * 2**20) as spool:
+            received = [0]
+
+            def tee(n: int) -> bytes:
+                data = read(min(n, length - received[0])) if received[0] < length else b""
+                received[0] += len(data)
+                spool.write(data)
+                return data
+
+            try:
+                chunks = xf.verify_xorb(tee, hash_hex, limit=length)
+            except xf.FormatError as err:
+                raise XetFormatError(f"xorb {hash_hex}: {err}") from None
+            end = chunks[-1].end if chunks else 0
+            spool.seek(0)
+            blobs.object_store().put_stream(xorb_key(hash_hex), _Limited(spool, end), end)
+        index = b"".join(INDEX_ENTRY.pack(c.hash, c.end, c.size) for c in chunks)
+        try:
+            with transaction.atomic():
+                Xorb.objects.create(hash=hash_hex, size=end, unpacked=sum(c.size for c in chunks),
+                                    chunk_count=len(chunks), index=index, key=xorb_key(hash_hex),
+                                    uploaded_by=user if getattr(user, "pk", None) else None)
+        except IntegrityError:  # the same xorb from a concurrent upload: same bytes, same key
+            return False
+        log.info("xet xorb %s: %d chunks, %d bytes stored", hash_hex, len(chunks), end)
+    except BaseException:
+        quotas.release(reservation)
+        raise
+    return True
+
+
+def _drain(read: Callable[[int], bytes], length: int) -> None:
+    left = length
+    while left > 0:
+        data = read(min(left, 1 << 20))
+        if not data:
+            return
+        left -= len(data)
+
+
+class _Limited(io.RawIOBase):
+    def __init__(self, fh, size: int) -> None:
+        self.fh, self.left = fh, size
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        data = self.fh.read(n) if n else b""
+        self.left -= len(data)
+        return data
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+# --- shards --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Checked:
+    """A file of a shard, checked against the hub's index: its chunks, in order."""
+
+    file: xf.ShardFile
+    hash_hex: str
+    size: int
+    terms: list[tuple[str, int, int]]  # (xorb hash, first chunk, end chunk)
+
+
+def check_shard(data: bytes) -> list[Checked]:
+    """Parses a shard and checks every file in it against the stored xorbs and the hub's index.
+    XetFormatError says what is wrong."""
+    if len(data) > MAX_SHARD_BYTES:
+        raise XetFormatError(f"a shard may hold at most {MAX_SHARD_BYTES} bytes; this one has {len(data)}")
+    try:
+        shard = xf.parse_shard(data)
+    except xf.FormatError as err:
+        raise XetFormatError(f"shard: {err}") from None
+    named = {xf.hash_hex(t.xorb) for f in shard.files for t in f.terms}
+    stored = {x.hash: x for x in Xorb.objects.filter(pk__in=named)}
+    missing = sorted(named - set(stored))
+    if missing:
+        raise XetFormatError(f"shard names {len(missing)} xorb(s) this hub does not hold (first: {missing[0]}); "
+                             "upload them before the shard")
+    index = {h: x.chunks() for h, x in stored.items()}
+    out = []
+    for f in shard.files:
+        # ranges in bounds, sizes adding up, every verification entry equal to the hash of the hub's
+        # own chunk hashes, the file hash: raises with the first thing that is not so
+        try:
+            entries = xf.verify_shard_file(f, lambda h: [(c[0], c[3]) for c in index[xf.hash_hex(h)]])
+        except xf.FormatError as err:
+            raise XetFormatError(str(err)) from None
+        terms = [(xf.hash_hex(t.xorb), t.chunk_start, t.chunk_end) for t in f.terms]
+        out.append(Checked(f, xf.hash_hex(f.hash), sum(s for _, s in entries), terms))
+    return out
+
+
+def accept_shard(data: bytes, *, user, ns, progress: Callable[[int, int], None] | None = None) -> list[XetFile]:
+    """Checks a shard (check_shard), rebuilds every file it brings that the hub does not know yet into
+    a verified blob, and records the Xet files. `progress(done, total)` is told the bytes rebuilt.
+    Raises XetFormatError, QuotaExceeded, or UnprocessableEntity when a file's bytes do not hash to
+    the sha256 the client claims."""
+    checked = check_shard(data)
+    known = {f.hash: f for f in XetFile.objects.filter(pk__in=[c.hash_hex for c in checked],
+                                                       blob__verified=True, blob__corrupt_at=None)
+             .select_related("blob")}
+    todo = [c for c in checked if c.hash_hex not in known]
+    total = sum(c.size for c in todo)
+    done = 0
+    out = []
+    xorbs = {x for c in checked for x, _, _ in c.terms}
+    Xorb.objects.filter(pk__in=xorbs).update(touched=timezone.now())
+    # The xorbs' reservations have done their part: from here the files' blobs are reserved instead.
+    for r in Reservation.objects.filter(namespace=ns, purpose=XORB_PURPOSE, sha256__in=list(xorbs)):
+        quotas.release(r)
+    with quotas.Hold() as hold:
+        # The blobs' bytes count against the account from now, awaiting the commit (as LFS uploads'):
+        # reserved before the rebuild, converted by the commit that names them.
+        claims = {c.file.sha256.hex(): c.size for c in todo if c.file.sha256 is not None and c.size}
+        if claims:
+            hold.reserve_many(ns, claims, user=user, purpose="xet")
+        for c in checked:
+            if c.hash_hex in known:
+                blobs.reuse(known[c.hash_hex].blob_id, user)  # proof: the uploader named its chunks
+                out.append(known[c.hash_hex])
+                continue
+            claimed = c.file.sha256.hex() if c.file.sha256 is not None and c.size else None
+
+            def told(n: int, before: int = done) -> None:
+                if progress is not None:
+                    progress(before + n, total)
+
+            blob = blobs.ingest_stream(_Rebuild(c.terms, told), c.size, sha256=claimed, user=user)
+            done += c.size
+            out.append(_record_file(c, blob))
+        hold.keep_until(timezone.now() + timedelta(seconds=settings.HUB_COMMIT_WINDOW))
+    log.info("xet shard: %d file(s), %d rebuilt (%d bytes), %d known already", len(checked), len(todo), total,
+             len(checked) - len(todo))
+    return out
+
+
+def _record_file(c: Checked, blob: Blob) -> XetFile:
+    with transaction.atomic():
+        f, created = XetFile.objects.get_or_create(hash=c.hash_hex, defaults={
+            "blob": blob, "size": c.size, "terms": [list(t) for t in c.terms]})
+        if not created and f.blob_id != blob.sha256:  # (its old blob was corrupt or gone)
+            XetFile.objects.filter(pk=f.pk).update(blob=blob, size=c.size, terms=[list(t) for t in c.terms])
+        f.xorbs.set(sorted({x for x, _, _ in c.terms}))
+    return f
+
+
+class _Rebuild(io.RawIOBase):
+    """The bytes of a file, decoded from its stored xorbs chunk by chunk (each chunk's hash checked
+    against the index again: a xorb damaged in the store is not turned into a blob)."""
+
+    def __init__(self, terms: list[tuple[str, int, int]], told: Callable[[int], None]) -> None:
+        self.pieces = self._pieces(terms)
+        self.buf = b""
+        self.count = 0
+        self.told = told
+
+    def _pieces(self, terms) -> Iterator[bytes]:
+        store = blobs.object_store()
+        xorbs = {x.hash: x for x in Xorb.objects.filter(pk__in={t[0] for t in terms})}
+        for xh, first, end in terms:
+            chunks = xorbs[xh].chunks()[first:end]
+            stream = _Reader(store.read(xorb_key(xh), chunks[0][1], chunks[-1][2]))
+            try:
+                for i, (chunk, data) in enumerate(xf.iter_xorb(stream.read, limit=chunks[-1][2] - chunks[0][1])):
+                    if i >= len(chunks) or chunk.hash != chunks[i][0]:
+                        raise HubError(f"stored xorb {xh} does not match its index; upload the file again")
+                    yield data
+            except xf.FormatError as err:
+                raise HubError(f"stored xorb {xh} is damaged ({err}); upload the file again") from None
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        while len(self.buf) < n or n < 0:
+            piece = next(self.pieces, None)
+            if piece is None:
+                break
+            self.buf += piece
+        data, self.buf = (self.buf, b"") if n < 0 else (self.buf[:n], self.buf[n:])
+        self.count += len(data)
+        self.told(self.count)
+        return data
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+class _Reader:
+    """read(n) over an iterator of byte strings."""
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self.pieces = iter(pieces)
+        self.buf = bytearray()
+
+    def read(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            piece = next(self.pieces, None)
+            if piece is None:
+                break
+            self.buf += piece
+        data = bytes(self.buf[:n])
+        del self.buf[:n]
+        return data
+
+
+# --- downloads -----------------------------------------------------------------------------------
+
+
+def file_of_blob(sha256: str) -> XetFile | None:
+    """The Xet file whose chunks the hub holds for this blob, if any (downloads through Xet)."""
+    return XetFile.objects.filter(blob_id=sha256).order_by("-created").first()
+
+
+def files_of_blobs(sha256s: list[str]) -> dict[str, str]:
+    """{sha256: Xet file hash} for those of these blobs the hub holds as Xet files."""
+    out: dict[str, str] = {}
+    for i in range(0, len(sha256s), 1000):
+        for h, sha in XetFile.objects.filter(blob_id__in=sha256s[i:i + 1000]).values_list("hash", "blob_id"):
+            out[sha] = h
+    return out
+
+
+@dataclass
+class Piece:
+    """A run of consecutive chunks of one xorb that a reconstruction reads."""
+
+    xorb: str
+    first: int  # chunk index
+    end: int  # chunk index (exclusive)
+    start_byte: int  # within the stored xorb
+    end_byte: int  # exclusive
+    unpacked: int  # bytes once decoded
+
+
+def reconstruction(f: XetFile, start: int, end: int) -> tuple[int, list[Piece]]:
+    """The pieces that hold bytes [start, end) of the file, and how many bytes of the first piece's
+    decoded data come before `start`."""
+    xorbs = {x.hash: x for x in Xorb.objects.filter(pk__in={t[0] for t in f.terms})}
+    if len(xorbs) != len({t[0] for t in f.terms}):
+        raise HubError("some chunks of this file are no longer held for Xet; download it over HTTP")
+    pos = 0
+    skip = 0
+    out: list[Piece] = []
+    for xh, first, last in f.terms:
+        chunks = xorbs[xh].chunks()
+        run: list[int] = []
+        for i in range(first, last):
+            size = chunks[i][3]
+            if pos + size > start and pos < end:
+                if not out and not run:
+                    skip = start - pos
+                run.append(i)
+            pos += size
+        if run:
+            out.append(Piece(xh, run[0], run[-1] + 1, chunks[run[0]][1], chunks[run[-1]][2],
+                             sum(chunks[i][3] for i in run)))
+        if pos >= end:
+            break
+    return skip, out
+
+
+# --- retention -----------------------------------------------------------------------------------
+
+
+def collect(older_than: timedelta, *, dry_run: bool = False) -> int:
+    """Deletes xorbs no shard has named for `older_than` (and the Xet files that read from them: their
+    blobs stay, served over HTTP), and objects under xorbs/ that no xorb row names (a hub that died
+    between storing one and recording it). Returns how many xorbs went."""
+    cutoff = timezone.now() - older_than
+    store = blobs.object_store()
+    n = 0
+    while True:
+        doomed = list(Xorb.objects.filter(touched__lt=cutoff).values_list("hash", flat=True)[:500])
+        if dry_run:
+            return Xorb.objects.filter(touched__lt=cutoff).count()
+        if not doomed:
+            break
+        XetFile.objects.filter(xorbs__in=doomed).delete()
+        for h in doomed:
+            with transaction.atomic():
+                # (a shard may have named it since the list was read)
+                if Xorb.objects.filter(pk=h, touched__lt=cutoff).delete()[0]:
+                    transaction.on_commit(lambda h=h: store.delete(xorb_key(h)))
+                    n += 1
+    batch: list[str] = []
+
+    def flush() -> None:
+        known = set(Xorb.objects.filter(pk__in=[k.rsplit("/", 1)[-1] for k in batch]).values_list("hash", flat=True))
+        for key in batch:
+            if key.rsplit("/", 1)[-1] not in known:
+                store.delete(key)
+        batch.clear()
+
+    for key, _size, mtime in store.list("xorbs/"):
+        if mtime < cutoff.timestamp():
+            batch.append(key)
+            if len(batch) >= 500:
+                flush()
+    flush()
+    if n:
+        log.info("xet: %d xorb(s) past their retention deleted", n)
+    return n

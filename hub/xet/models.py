@@ -1,0 +1,58 @@
+"""What the Xet door keeps: xorbs (chunks the clients uploaded, as they sent them, verified against
+their hash) and Xet files (a file hash, the sha256 blob the hub rebuilt from its chunks, and the
+xorbs it reads from). Every other door serves the blob; Xet clients download from the xorbs."""
+from __future__ import annotations
+
+import struct
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+# One chunk of a xorb's index: its hash, the end of its stored bytes (header + compressed data)
+# within the xorb, its unpacked size.
+INDEX_ENTRY = struct.Struct("<32sII")
+
+
+class Xorb(models.Model):
+    """Up to 64 MiB of chunks, stored as the client sent them under their Merkle hash. The hub's own
+    index (built while it verified them) says where each chunk lies and what it hashes to."""
+
+    hash = models.CharField(max_length=64, primary_key=True)  # Xet's hex form
+    size = models.BigIntegerField(help_text="stored bytes (chunk headers and compressed data)")
+    unpacked = models.BigIntegerField(help_text="bytes of the chunks once decompressed")
+    chunk_count = models.IntegerField()
+    index = models.BinaryField()
+    key = models.CharField(max_length=300)
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+    # Last time a shard named it: it is kept HUB_XET_RETENTION after that (clients' shard caches
+    # reuse xorbs they uploaded for weeks), then collected.
+    touched = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return f"xorb {self.hash[:12]} ({self.chunk_count} chunks, {self.size} B)"
+
+    def chunks(self) -> list[tuple[bytes, int, int, int]]:
+        """[(chunk hash, start, end, unpacked size)] in order; start/end are byte offsets in the xorb."""
+        out, start = [], 0
+        for h, end, size in INDEX_ENTRY.iter_unpack(bytes(self.index)):
+            out.append((h, start, end, size))
+            start = end
+        return out
+
+
+class XetFile(models.Model):
+    """A file as Xet names it (the Merkle hash of its chunks), bound to the blob the hub rebuilt from
+    those chunks and hashed itself. `terms` is the reconstruction: (xorb, first chunk, end chunk)."""
+
+    hash = models.CharField(max_length=64, primary_key=True)
+    blob = models.ForeignKey("content.Blob", on_delete=models.CASCADE, related_name="xet_files")
+    size = models.BigIntegerField()
+    terms = models.JSONField(help_text="[[xorb hash, first chunk, end chunk (exclusive)], …]")
+    xorbs = models.ManyToManyField(Xorb, related_name="files")
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"xet file {self.hash[:12]} = {self.blob_id[:12]}"
