@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import random
 import re
 import struct
@@ -530,6 +531,20 @@ def test_too_many_chunks():
         xf.verify_xorb(io.BytesIO(body).read, xf.hash_hex(xf.xorb_hash(entries)), limit=len(body))
     ok = one * xf.MAX_XORB_CHUNKS
     assert len(xf.verify_xorb(io.BytesIO(ok).read, xf.hash_hex(xf.xorb_hash(entries[:-1])))) == xf.MAX_XORB_CHUNKS
+
+
+def test_a_full_xorb_of_incompressible_chunks_is_64_mib_of_data_plus_its_headers():
+    """hf_xet cuts a xorb at 64 MiB of chunk data: stored, its headers take it a little past 64 MiB."""
+    chunk = os.urandom(64 * 1024)
+    n = xf.MAX_XORB_BYTES // len(chunk)
+    body = xf.encode_chunk(chunk, xf.SCHEME_NONE) * n
+    assert len(body) > xf.MAX_XORB_BYTES
+    entries = [(xf.chunk_hash(chunk), len(chunk))] * n
+    assert len(xf.verify_xorb(io.BytesIO(body).read, xf.hash_hex(xf.xorb_hash(entries)), limit=len(body))) == n
+    more = body + xf.encode_chunk(b"x", xf.SCHEME_NONE)  # one byte of data too many
+    with pytest.raises(xf.FormatError, match="above the"):
+        xf.verify_xorb(io.BytesIO(more).read, xf.hash_hex(xf.xorb_hash(entries + [(xf.chunk_hash(b"x"), 1)])),
+                       limit=len(more))
 
 
 def test_byte_grouping_and_footer_rules():

@@ -21,12 +21,16 @@ reuse xorbs it uploaded for about three weeks without sending them again.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
+import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -79,8 +83,9 @@ def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user
         return False
     reservation = quotas.reserve(ns, length, user=user, sha256=hash_hex, purpose=XORB_PURPOSE,
                                  ttl=timedelta(seconds=settings.HUB_COMMIT_WINDOW))
+    t0 = time.monotonic()
     try:
-        with tempfile.SpooledTemporaryFile(max_size=8 * 2**20) as spool:
+        with tempfile.NamedTemporaryFile(dir=_cache_dir(), prefix=".incoming-") as spool:
             received = [0]
 
             def tee(n: int) -> bytes:
@@ -92,10 +97,20 @@ def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user
             try:
                 chunks = xf.verify_xorb(tee, hash_hex, limit=length)
             except xf.FormatError as err:
+                log.warning("xet xorb %s refused: %s", hash_hex, err)
                 raise XetFormatError(f"xorb {hash_hex}: {err}") from None
             end = chunks[-1].end if chunks else 0
+            t1 = time.monotonic()
+            spool.flush()
             spool.seek(0)
-            blobs.object_store().put_stream(xorb_key(hash_hex), _Limited(spool, end), end)
+            store = blobs.object_store()
+            store.put_stream(xorb_key(hash_hex), _Limited(spool, end), end)
+            if store.local_path(xorb_key(hash_hex)) is None:
+                # Kept here for a while: the shard that follows rebuilds its files from local disk
+                # rather than reading the xorb back from the store.
+                spool.truncate(end)
+                with contextlib.suppress(FileExistsError):  # (the same xorb, received twice at once)
+                    os.link(spool.name, _cache_dir() / hash_hex)
         index = b"".join(INDEX_ENTRY.pack(c.hash, c.end, c.size) for c in chunks)
         try:
             with transaction.atomic():
@@ -104,11 +119,55 @@ def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user
                                     uploaded_by=user if getattr(user, "pk", None) else None)
         except IntegrityError:  # the same xorb from a concurrent upload: same bytes, same key
             return False
-        log.info("xet xorb %s: %d chunks, %d bytes stored", hash_hex, len(chunks), end)
+        log.info("xet xorb %s: %d chunks, %d bytes received and checked in %.2f s, stored in %.2f s", hash_hex,
+                 len(chunks), end, t1 - t0, time.monotonic() - t1)
     except BaseException:
         quotas.release(reservation)
         raise
     return True
+
+
+CACHE_SECONDS = 3600  # how long a xorb stays in the local cache after it arrived
+_pruned = [0.0]
+
+
+def _cache_dir() -> Path:
+    """Xorbs received lately, on this machine's disk (HUB_DATA_DIR/xet-cache), for the rebuild of the
+    files their shard names: the shard normally follows its xorbs within seconds. Entries go after
+    CACHE_SECONDS; a shard that finds none (another machine got the xorbs, or they are old) reads
+    from the store."""
+    path = Path(settings.HUB_DATA_DIR) / "xet-cache"
+    path.mkdir(exist_ok=True)
+    if time.monotonic() - _pruned[0] > 60:
+        _pruned[0] = time.monotonic()
+        cutoff = time.time() - CACHE_SECONDS
+        for entry in os.scandir(path):
+            try:
+                if entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+    return path
+
+
+def _cached_range(hash_hex: str, start: int, end: int) -> Iterator[bytes] | None:
+    try:
+        fh = open(_cache_dir() / hash_hex, "rb")
+    except FileNotFoundError:
+        return None
+
+    def pieces() -> Iterator[bytes]:
+        with fh:
+            fh.seek(start)
+            left = end - start
+            while left > 0:
+                data = fh.read(min(left, 1 << 20))
+                if not data:
+                    raise HubError(f"the cached copy of xorb {hash_hex} is short; upload the file again")
+                left -= len(data)
+                yield data
+
+    return pieces()
 
 
 def _drain(read: Callable[[int], bytes], length: int) -> None:
@@ -186,6 +245,7 @@ def accept_shard(data: bytes, *, user, ns, progress: Callable[[int, int], None] 
     a verified blob, and records the Xet files. `progress(done, total)` is told the bytes rebuilt.
     Raises XetFormatError, QuotaExceeded, or UnprocessableEntity when a file's bytes do not hash to
     the sha256 the client claims."""
+    t0 = time.monotonic()
     checked = check_shard(data)
     known = {f.hash: f for f in XetFile.objects.filter(pk__in=[c.hash_hex for c in checked],
                                                        blob__verified=True, blob__corrupt_at=None)
@@ -220,8 +280,8 @@ def accept_shard(data: bytes, *, user, ns, progress: Callable[[int, int], None] 
             done += c.size
             out.append(_record_file(c, blob))
         hold.keep_until(timezone.now() + timedelta(seconds=settings.HUB_COMMIT_WINDOW))
-    log.info("xet shard: %d file(s), %d rebuilt (%d bytes), %d known already", len(checked), len(todo), total,
-             len(checked) - len(todo))
+    log.info("xet shard: %d file(s), %d rebuilt (%d bytes) in %.2f s, %d known already", len(checked), len(todo),
+             total, time.monotonic() - t0, len(checked) - len(todo))
     return out
 
 
@@ -250,10 +310,14 @@ class _Rebuild(io.RawIOBase):
         xorbs = {x.hash: x for x in Xorb.objects.filter(pk__in={t[0] for t in terms})}
         for xh, first, end in terms:
             chunks = xorbs[xh].chunks()[first:end]
-            stream = _Reader(store.read(xorb_key(xh), chunks[0][1], chunks[-1][2]))
+            start, end = chunks[0][1], chunks[-1][2]
+            cached = _cached_range(xh, start, end)  # (verified moments ago: its chunks are not hashed again)
+            stream = _Reader(cached or store.read(xorb_key(xh), start, end))
             try:
-                for i, (chunk, data) in enumerate(xf.iter_xorb(stream.read, limit=chunks[-1][2] - chunks[0][1])):
-                    if i >= len(chunks) or chunk.hash != chunks[i][0]:
+                for i, (chunk, data) in enumerate(xf.iter_xorb(stream.read, limit=end - start,
+                                                               hash_chunks=cached is None)):
+                    if i >= len(chunks) or (cached is None and chunk.hash != chunks[i][0]) or (
+                            len(data) != chunks[i][3]):
                         raise HubError(f"stored xorb {xh} does not match its index; upload the file again")
                     yield data
             except xf.FormatError as err:
@@ -263,12 +327,18 @@ class _Rebuild(io.RawIOBase):
         return True
 
     def read(self, n: int = -1) -> bytes:
-        while len(self.buf) < n or n < 0:
+        parts, have = [self.buf] if self.buf else [], len(self.buf)
+        while n < 0 or have < n:
             piece = next(self.pieces, None)
             if piece is None:
                 break
-            self.buf += piece
-        data, self.buf = (self.buf, b"") if n < 0 else (self.buf[:n], self.buf[n:])
+            parts.append(piece)
+            have += len(piece)
+        data = b"".join(parts)  # (one copy: pieces are ~64 KiB, reads are MiBs)
+        if 0 <= n < len(data):
+            data, self.buf = data[:n], data[n:]
+        else:
+            self.buf = b""
         self.count += len(data)
         self.told(self.count)
         return data

@@ -42,7 +42,7 @@ class FormatError(ValueError):
 
 # ---------------------------------------------------------------------------------------------- limits
 
-MAX_XORB_BYTES = 64 * 1024 * 1024          # serialized size of one xorb
+MAX_XORB_BYTES = 64 * 1024 * 1024          # chunk data of one xorb (unpacked; headers come on top)
 MAX_XORB_CHUNKS = 8 * 1024                 # chunks in one xorb
 MAX_CHUNK_BYTES = 128 * 1024               # unpacked size of one chunk (strict in xet-core too)
 # xet-core's reader accepts a compressed length up to twice the chunk limit (LZ4 can expand random
@@ -306,8 +306,13 @@ def verify_xorb(read: Callable[[int], bytes], expected_hash_hex: str, *,
     chunks = [c for c, _ in iter_xorb(read, limit=limit)]
     if not chunks:
         raise FormatError("xorb is empty: it holds no chunks")
-    if chunks[-1].end > MAX_XORB_BYTES:
-        raise FormatError(f"xorb chunks take {chunks[-1].end} bytes, above the {MAX_XORB_BYTES}-byte limit")
+    # The client cuts a xorb at MAX_XORB_BYTES of chunk data (unpacked); headers come on top.
+    unpacked = sum(c.size for c in chunks)
+    if unpacked > MAX_XORB_BYTES:
+        raise FormatError(f"xorb chunks hold {unpacked} bytes, above the {MAX_XORB_BYTES}-byte limit")
+    if chunks[-1].end > MAX_XORB_BYTES + len(chunks) * CHUNK_HEADER_BYTES:
+        raise FormatError(f"xorb chunks take {chunks[-1].end} bytes stored, more than their {unpacked} bytes "
+                          "and their headers")
     got = xorb_hash([(c.hash, c.size) for c in chunks])
     if got != expected:
         raise FormatError(f"xorb hash mismatch: uploaded as {hash_hex(expected)} but its {len(chunks)} chunks "

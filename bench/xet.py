@@ -1,0 +1,220 @@
+"""Xet: the stock client (huggingface_hub 2.4.0 + hf_xet 1.8.0, default settings) against the same hub
+through LFS (HF_HUB_DISABLE_XET=1) and against raw boto3 on the same Ceph RGW, in one run:
+
+* upload of a 1 GiB file of new bytes: hf_xet / LFS / boto3 multipart (upload_file's defaults);
+* download of it into an empty cache: hf_xet / plain /resolve/ (Xet disabled) / boto3 download_file;
+* re-upload from the same machine of a file that differs from the first in 1 % of its bytes (ten
+  runs of ~100 KiB rewritten across the file): the bytes the hub received (xorbs stored) and the
+  time, against the first upload.
+
+Each client runs in a process of its own configured by the environment only, as users run it; the
+clock runs around the call in that process (not Python's start-up). Every upload is checked: the
+file the hub serves afterwards has the sha256 of the one sent.
+
+    .venv/bin/python bench/xet.py [--size-mib 1024] [--rounds 1]
+
+It starts Ceph RGW (tests/s3/rgw.sh), creates a PostgreSQL database and a bucket of its own, runs a
+hub server (gunicorn) against them, and removes all of it at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.result import report  # noqa: E402
+from tests.support.hf_client import client_env  # noqa: E402
+from tests.support.servers import PG_ADMIN_URL, Hub, base_env  # noqa: E402
+
+MiB = 2**20
+
+UPLOAD = """
+import os, time
+from huggingface_hub import HfApi
+api = HfApi()
+api.create_repo(os.environ["T_REPO"], exist_ok=True)
+t0 = time.perf_counter()
+api.upload_file(path_or_fileobj=os.environ["T_PATH"], path_in_repo="weights.safetensors", repo_id=os.environ["T_REPO"])
+print("SECONDS", time.perf_counter() - t0)
+"""
+
+DOWNLOAD = """
+import hashlib, os, time
+from huggingface_hub import hf_hub_download
+t0 = time.perf_counter()
+path = hf_hub_download(os.environ["T_REPO"], "weights.safetensors")
+print("SECONDS", time.perf_counter() - t0)
+h = hashlib.sha256()
+with open(path, "rb") as fh:
+    while block := fh.read(8 << 20):
+        h.update(block)
+print("SHA256", h.hexdigest())
+"""
+
+
+def new_file(path: Path, size: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "wb") as fh:
+        for _ in range(size // MiB):
+            block = os.urandom(MiB)
+            h.update(block)
+            fh.write(block)
+    return h.hexdigest()
+
+
+def change_one_percent(src: Path, dst: Path) -> str:
+    data = bytearray(src.read_bytes())
+    run = len(data) // 100 // 10
+    for i in range(10):
+        at = (2 * i + 1) * len(data) // 20
+        data[at:at + run] = os.urandom(run)
+    dst.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def client(script: str, env: dict) -> dict:
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"client failed:\n{proc.stdout}\n{proc.stderr[-3000:]}")
+    out = {}
+    for line in proc.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        if key in ("SECONDS", "SHA256"):
+            out[key] = float(value) if key == "SECONDS" else value
+    return out
+
+
+def xorb_bytes(hub: Hub) -> int:
+    out = hub.manage("shell", "-c", "from django.db.models import Sum; from hub.xet.models import Xorb; "
+                     "print(Xorb.objects.aggregate(s=Sum('size'))['s'] or 0)").stdout
+    return int(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    size = args.size_mib * MiB
+
+    subprocess.run(["bash", str(ROOT / "tests/s3/rgw.sh"), "start"], check=True, stdout=subprocess.DEVNULL)
+    env_lines = subprocess.run(["bash", str(ROOT / "tests/s3/rgw.sh"), "env"], check=True, capture_output=True,
+                               text=True).stdout.split()
+    rgw = dict(line.split("=", 1) for line in env_lines if "=" in line)
+    import boto3
+    import psycopg
+
+    suffix = uuid.uuid4().hex[:8]
+    db, bucket = f"bench_xet_{suffix}", f"bench-xet-{suffix}"
+    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{db}"')
+    tmp = Path(tempfile.mkdtemp(prefix="bench-xet-"))
+    env = base_env() | rgw | {"HUB_DATA_DIR": str(tmp / "hub"), "DATABASE_URL": f"{PG_ADMIN_URL}/{db}",
+                              "HUB_STORAGE_URL": f"s3://{bucket}"}
+    (tmp / "hub").mkdir()
+    hub = Hub("bench", env, tmp / "hub")
+    s3 = boto3.client("s3", endpoint_url=rgw["AWS_ENDPOINT_URL"], aws_access_key_id=rgw["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=rgw["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
+    try:
+        hub.start(tmp / "server.log")
+        token = hub.token("bench")
+        hub.manage("hub_token", "bench", "--quota", "1PB")
+        ups: dict[str, list[float]] = {"xet": [], "lfs": [], "boto3": []}
+        downs: dict[str, list[float]] = {"xet": [], "http": [], "boto3": []}
+        sent_ratio, time_ratio = [], []
+        for r in range(args.rounds):
+            for how in ("boto3", "xet", "lfs"):
+                path = tmp / f"{how}.bin"
+                digest = new_file(path, size)  # new bytes each time: nothing to dedup against
+                repo = f"bench/{how}-{r}-{suffix}"
+                if how == "boto3":
+                    t0 = time.perf_counter()
+                    s3.upload_file(str(path), bucket, f"baseline/{r}")
+                    ups[how].append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    s3.download_file(bucket, f"baseline/{r}", str(tmp / "boto3.down"))
+                    downs["boto3"].append(time.perf_counter() - t0)
+                    (tmp / "boto3.down").unlink()
+                    path.unlink()
+                    continue
+                extra = {"HF_HUB_DISABLE_XET": "1"} if how == "lfs" else {}
+                home = tmp / f"home-{how}-{r}"
+                got = client(UPLOAD, client_env(hub, token, home, T_REPO=repo, T_PATH=str(path), **extra))
+                ups[how].append(got["SECONDS"])
+                if how == "xet":  # the download benchmarks read what went up through Xet
+                    for kind, more in (("xet", {}), ("http", {"HF_HUB_DISABLE_XET": "1"})):
+                        down = client(DOWNLOAD, client_env(hub, token, tmp / f"down-{kind}-{r}", T_REPO=repo, **more))
+                        assert down["SHA256"] == digest, (kind, down)
+                        downs[kind].append(down["SECONDS"])
+                        subprocess.run(["rm", "-rf", str(tmp / f"down-{kind}-{r}")], check=False)
+                    # 1 % changed, from the machine that sent the first (its shard cache knows those chunks)
+                    before = xorb_bytes(hub)
+                    changed = tmp / "changed.bin"
+                    change_one_percent(path, changed)
+                    again = client(UPLOAD, client_env(hub, token, home, T_REPO=repo, T_PATH=str(changed)))
+                    sent = xorb_bytes(hub) - before
+                    sent_ratio.append(sent / size)
+                    time_ratio.append(again["SECONDS"] / got["SECONDS"])
+                    print(f"round {r + 1}: 1% changed: {sent / MiB:.1f} MiB sent ({100 * sent / size:.2f} %), "
+                          f"{again['SECONDS']:.2f} s vs {got['SECONDS']:.2f} s", file=sys.stderr)
+                    changed.unlink()
+                path.unlink()
+            print(f"round {r + 1}: upload xet {ups['xet'][-1]:.2f} s, lfs {ups['lfs'][-1]:.2f} s, "
+                  f"boto3 {ups['boto3'][-1]:.2f} s; download xet {downs['xet'][-1]:.2f} s, "
+                  f"http {downs['http'][-1]:.2f} s, boto3 {downs['boto3'][-1]:.2f} s", file=sys.stderr)
+        up = {k: statistics.median(v) for k, v in ups.items()}
+        down = {k: statistics.median(v) for k, v in downs.items()}
+        mb = size / 1e6
+        print(f"{'workload':<44} {'median s':>9} {'MB/s':>8}")
+        for k, v in up.items():
+            print(f"{'upload ' + k:<44} {v:>9.2f} {mb / v:>8.0f}")
+        for k, v in down.items():
+            print(f"{'download ' + k:<44} {v:>9.2f} {mb / v:>8.0f}")
+        print(f"1% changed re-upload: {100 * statistics.median(sent_ratio):.2f} % of the bytes sent, "
+              f"{statistics.median(time_ratio):.2f}x the first upload's time")
+        detail = (f"xet {up['xet']:.2f} s, lfs {up['lfs']:.2f} s, boto3 {up['boto3']:.2f} s ({args.size_mib} MiB)")
+        report("xet", f"{args.size_mib} MiB upload: hf_xet / boto3", ratio=up["boto3"] / up["xet"], target=0.8,
+               detail=detail)
+        report("xet", f"{args.size_mib} MiB upload: hf_xet / LFS path", ratio=up["lfs"] / up["xet"], detail=detail)
+        detail = (f"xet {down['xet']:.2f} s, /resolve/ {down['http']:.2f} s, boto3 {down['boto3']:.2f} s "
+                  f"({args.size_mib} MiB)")
+        report("xet", f"{args.size_mib} MiB download: hf_xet / boto3", ratio=down["boto3"] / down["xet"],
+               detail=detail)
+        report("xet", f"{args.size_mib} MiB download: hf_xet / plain /resolve/", ratio=down["http"] / down["xet"],
+               detail=detail)
+        share = statistics.median(sent_ratio)
+        report("xet", f"{args.size_mib} MiB re-upload, 1 % changed: share of bytes sent (lower is better)",
+               ratio=None, target=None,
+               detail=f"{100 * share:.2f} % sent (target < 5 %: {'met' if share < 0.05 else 'NOT met'}), "
+                      f"{statistics.median(time_ratio):.2f}x the first upload's time")
+        print(json.dumps({"upload": up, "download": down, "sent": sent_ratio, "time": time_ratio}), file=sys.stderr)
+        for line in (tmp / "server.log").read_text(errors="replace").splitlines():
+            if "xet shard" in line or "xet xorb" in line:  # (how long the hub took to rebuild and store the files)
+                print(line, file=sys.stderr)
+    except BaseException:
+        print((tmp / "server.log").read_text(errors="replace")[-6000:], file=sys.stderr)
+        raise
+    finally:
+        hub.stop()
+        with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            for obj in page.get("Contents", []):
+                s3.delete_object(Bucket=bucket, Key=obj["Key"])
+        s3.delete_bucket(Bucket=bucket)
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+
+if __name__ == "__main__":
+    main()
