@@ -456,3 +456,23 @@ def test_xorbs_go_after_their_retention_and_the_files_stay_readable_over_http(hu
     got = result(check_ok(run_client(DOWNLOAD, client_env(hub, alice, tmp_path / "down", T_REPO=repo,
                                                           T_FILE="w.bin"))))
     assert got["one"] == sha(data)
+
+
+def test_the_mount_reads_a_file_uploaded_through_xet(hub, alice, unique, tmp_path, with_xet):
+    from tests.support.mount import Mounts, _fuse_missing
+    from tests.support.mount import client_env as mount_env
+
+    if _fuse_missing():
+        pytest.skip(_fuse_missing())
+    repo = f"alice/xet-mounted-{unique}"
+    api = hub.api(alice)
+    api.create_repo(repo)
+    data = os.urandom(3 * MiB + 1)
+    api.upload_file(path_or_fileobj=data, path_in_repo="ckpt/last.safetensors", repo_id=repo)
+    mounts = Mounts(tmp_path / "mnt")
+    mounts.base.mkdir()
+    try:
+        point = mounts.mount(mount_env(hub, alice, tmp_path / "cache"), repo, "ro")
+        assert (point / "ckpt" / "last.safetensors").read_bytes() == data
+    finally:
+        mounts.cleanup()

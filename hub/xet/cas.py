@@ -371,15 +371,17 @@ class _Reader:
 
 
 def file_of_blob(sha256: str) -> XetFile | None:
-    """The Xet file whose chunks the hub holds for this blob, if any (downloads through Xet)."""
-    return XetFile.objects.filter(blob_id=sha256).order_by("-created").first()
+    """The Xet file whose chunks the hub holds for this blob, if any (downloads through Xet; an empty
+    file has no chunks to fetch and is always served over HTTP)."""
+    return XetFile.objects.filter(blob_id=sha256, size__gt=0).order_by("-created").first()
 
 
 def files_of_blobs(sha256s: list[str]) -> dict[str, str]:
     """{sha256: Xet file hash} for those of these blobs the hub holds as Xet files."""
     out: dict[str, str] = {}
     for i in range(0, len(sha256s), 1000):
-        for h, sha in XetFile.objects.filter(blob_id__in=sha256s[i:i + 1000]).values_list("hash", "blob_id"):
+        for h, sha in (XetFile.objects.filter(blob_id__in=sha256s[i:i + 1000], size__gt=0)
+                       .values_list("hash", "blob_id")):
             out[sha] = h
     return out
 

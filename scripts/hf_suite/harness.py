@@ -200,8 +200,6 @@ def client_env(hub_url: str, home: Path) -> dict[str, str]:
     env |= {
         "HF_ENDPOINT": hub_url,
         "HF_HOME": str(home),  # the conftest gives each test its own; this keeps imports off ~/.cache
-        # The hub does not speak Xet yet: without this 2.x sends every LFS file to hf_xet.
-        "HF_HUB_DISABLE_XET": "1",
         "HF_HUB_DISABLE_TELEMETRY": "1",
     }
     return env

@@ -71,9 +71,9 @@ def isolated_hf_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def xet_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The markers' upstream meaning. The run sets HF_HUB_DISABLE_XET=1 (this hub does not speak Xet
-    yet), but a test marked `xet` is about Xet itself: it gets Xet back on, as upstream's CI runs it,
-    and then fails here if it reaches the hub (most are mocked and never do)."""
+    """The markers' upstream meaning. The run uses the client's default settings (hf_xet installed,
+    Xet on, as users run it); a test marked `xet` gets Xet on even if the caller's shell disabled it,
+    one marked `no_xet` is skipped, since hf_xet is installed."""
     if request.node.get_closest_marker("xet") is not None:
         if importlib.util.find_spec("hf_xet") is None:
             pytest.skip("marked xet: needs hf_xet, which is not installed")
