@@ -22,6 +22,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.result import report  # noqa: E402
 from tests.support.hf_client import client_env  # noqa: E402
-from tests.support.servers import PG_ADMIN_URL, Hub, base_env  # noqa: E402
+from tests.support.servers import Hub, base_env, fresh_database, launch_hub, scratch_bucket  # noqa: E402
 
 MiB = 2**20
 
@@ -106,114 +107,109 @@ def main() -> None:
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
-    size = args.size_mib * MiB
 
     subprocess.run(["bash", str(ROOT / "tests/s3/rgw.sh"), "start"], check=True, stdout=subprocess.DEVNULL)
     env_lines = subprocess.run(["bash", str(ROOT / "tests/s3/rgw.sh"), "env"], check=True, capture_output=True,
                                text=True).stdout.split()
     rgw = dict(line.split("=", 1) for line in env_lines if "=" in line)
     import boto3
-    import psycopg
 
     suffix = uuid.uuid4().hex[:8]
-    db, bucket = f"bench_xet_{suffix}", f"bench-xet-{suffix}"
-    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{db}"')
     tmp = Path(tempfile.mkdtemp(prefix="bench-xet-"))
-    env = base_env() | rgw | {"HUB_DATA_DIR": str(tmp / "hub"), "DATABASE_URL": f"{PG_ADMIN_URL}/{db}",
-                              "HUB_STORAGE_URL": f"s3://{bucket}"}
     (tmp / "hub").mkdir()
-    hub = Hub("bench", env, tmp / "hub")
+    log = tmp / "hub" / "server.log"
     s3 = boto3.client("s3", endpoint_url=rgw["AWS_ENDPOINT_URL"], aws_access_key_id=rgw["AWS_ACCESS_KEY_ID"],
                       aws_secret_access_key=rgw["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
     try:
-        hub.start(tmp / "server.log")
-        token = hub.token("bench")
-        hub.manage("hub_token", "bench", "--quota", "1PB")
-        ups: dict[str, list[float]] = {"xet": [], "lfs": [], "boto3": []}
-        downs: dict[str, list[float]] = {"xet": [], "http": [], "boto3": []}
-        sent_ratio, time_ratio = [], []
-        for r in range(args.rounds):
-            for how in ("boto3", "xet", "lfs"):
-                path = tmp / f"{how}.bin"
-                digest = new_file(path, size)  # new bytes each time: nothing to dedup against
-                repo = f"bench/{how}-{r}-{suffix}"
-                if how == "boto3":
-                    t0 = time.perf_counter()
-                    s3.upload_file(str(path), bucket, f"baseline/{r}")
-                    ups[how].append(time.perf_counter() - t0)
-                    t0 = time.perf_counter()
-                    s3.download_file(bucket, f"baseline/{r}", str(tmp / "boto3.down"))
-                    downs["boto3"].append(time.perf_counter() - t0)
-                    (tmp / "boto3.down").unlink()
-                    path.unlink()
-                    continue
-                extra = {"HF_HUB_DISABLE_XET": "1"} if how == "lfs" else {}
-                home = tmp / f"home-{how}-{r}"
-                got = client(UPLOAD, client_env(hub, token, home, T_REPO=repo, T_PATH=str(path), **extra))
-                ups[how].append(got["SECONDS"])
-                if how == "xet":  # the download benchmarks read what went up through Xet
-                    for kind, more in (("xet", {}), ("http", {"HF_HUB_DISABLE_XET": "1"})):
-                        down = client(DOWNLOAD, client_env(hub, token, tmp / f"down-{kind}-{r}", T_REPO=repo, **more))
-                        assert down["SHA256"] == digest, (kind, down)
-                        downs[kind].append(down["SECONDS"])
-                        subprocess.run(["rm", "-rf", str(tmp / f"down-{kind}-{r}")], check=False)
-                    # 1 % changed, from the machine that sent the first (its shard cache knows those chunks)
-                    before = xorb_bytes(hub)
-                    changed = tmp / "changed.bin"
-                    change_one_percent(path, changed)
-                    again = client(UPLOAD, client_env(hub, token, home, T_REPO=repo, T_PATH=str(changed)))
-                    sent = xorb_bytes(hub) - before
-                    sent_ratio.append(sent / size)
-                    time_ratio.append(again["SECONDS"] / got["SECONDS"])
-                    print(f"round {r + 1}: 1% changed: {sent / MiB:.1f} MiB sent ({100 * sent / size:.2f} %), "
-                          f"{again['SECONDS']:.2f} s vs {got['SECONDS']:.2f} s", file=sys.stderr)
-                    changed.unlink()
-                path.unlink()
-            print(f"round {r + 1}: upload xet {ups['xet'][-1]:.2f} s, lfs {ups['lfs'][-1]:.2f} s, "
-                  f"boto3 {ups['boto3'][-1]:.2f} s; download xet {downs['xet'][-1]:.2f} s, "
-                  f"http {downs['http'][-1]:.2f} s, boto3 {downs['boto3'][-1]:.2f} s", file=sys.stderr)
-        up = {k: statistics.median(v) for k, v in ups.items()}
-        down = {k: statistics.median(v) for k, v in downs.items()}
-        mb = size / 1e6
-        print(f"{'workload':<44} {'median s':>9} {'MB/s':>8}")
-        for k, v in up.items():
-            print(f"{'upload ' + k:<44} {v:>9.2f} {mb / v:>8.0f}")
-        for k, v in down.items():
-            print(f"{'download ' + k:<44} {v:>9.2f} {mb / v:>8.0f}")
-        print(f"1% changed re-upload: {100 * statistics.median(sent_ratio):.2f} % of the bytes sent, "
-              f"{statistics.median(time_ratio):.2f}x the first upload's time")
-        detail = (f"xet {up['xet']:.2f} s, lfs {up['lfs']:.2f} s, boto3 {up['boto3']:.2f} s ({args.size_mib} MiB)")
-        report("xet", f"{args.size_mib} MiB upload: hf_xet / boto3", ratio=up["boto3"] / up["xet"], target=0.8,
-               detail=detail)
-        report("xet", f"{args.size_mib} MiB upload: hf_xet / LFS path", ratio=up["lfs"] / up["xet"], detail=detail)
-        detail = (f"xet {down['xet']:.2f} s, /resolve/ {down['http']:.2f} s, boto3 {down['boto3']:.2f} s "
-                  f"({args.size_mib} MiB)")
-        report("xet", f"{args.size_mib} MiB download: hf_xet / boto3", ratio=down["boto3"] / down["xet"],
-               detail=detail)
-        report("xet", f"{args.size_mib} MiB download: hf_xet / plain /resolve/", ratio=down["http"] / down["xet"],
-               detail=detail)
-        share = statistics.median(sent_ratio)
-        report("xet", f"{args.size_mib} MiB re-upload, 1 % changed: share of bytes sent (lower is better)",
-               ratio=None, target=None,
-               detail=f"{100 * share:.2f} % sent (target < 5 %: {'met' if share < 0.05 else 'NOT met'}), "
-                      f"{statistics.median(time_ratio):.2f}x the first upload's time")
-        print(json.dumps({"upload": up, "download": down, "sent": sent_ratio, "time": time_ratio}), file=sys.stderr)
-        for line in (tmp / "server.log").read_text(errors="replace").splitlines():
-            if "xet shard" in line or "xet xorb" in line:  # (how long the hub took to rebuild and store the files)
-                print(line, file=sys.stderr)
+        with fresh_database(f"bench_xet_{suffix}") as db, scratch_bucket(rgw, f"bench-xet-{suffix}") as bucket, \
+                launch_hub("bench", base_env() | rgw | {"HUB_DATA_DIR": str(tmp / "hub"), "DATABASE_URL": db,
+                                                        "HUB_STORAGE_URL": f"s3://{bucket}"}, tmp / "hub") as hub:
+            measure(hub, s3, bucket, tmp, args, suffix)
+            for line in log.read_text(errors="replace").splitlines():
+                if "xet shard" in line or "xet xorb" in line:  # (how long the hub took for each step)
+                    print(line, file=sys.stderr)
     except BaseException:
-        print((tmp / "server.log").read_text(errors="replace")[-6000:], file=sys.stderr)
+        if log.exists():
+            print(log.read_text(errors="replace")[-6000:], file=sys.stderr)
         raise
     finally:
-        hub.stop()
-        with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-            for obj in page.get("Contents", []):
-                s3.delete_object(Bucket=bucket, Key=obj["Key"])
-        s3.delete_bucket(Bucket=bucket)
-        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure(hub: Hub, s3, bucket: str, tmp: Path, args, suffix: str) -> None:
+    """The workloads and their baselines, against a running hub; prints and reports the results."""
+    size = args.size_mib * MiB
+    token = hub.token("bench")
+    hub.manage("hub_token", "bench", "--quota", "1PB")
+    ups: dict[str, list[float]] = {"xet": [], "lfs": [], "boto3": []}
+    downs: dict[str, list[float]] = {"xet": [], "http": [], "boto3": []}
+    sent_ratio, time_ratio = [], []
+    for r in range(args.rounds):
+        for how in ("boto3", "xet", "lfs"):
+            path = tmp / f"{how}.bin"
+            digest = new_file(path, size)  # new bytes each time: nothing to dedup against
+            repo = f"bench/{how}-{r}-{suffix}"
+            if how == "boto3":
+                t0 = time.perf_counter()
+                s3.upload_file(str(path), bucket, f"baseline/{r}")
+                ups[how].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                s3.download_file(bucket, f"baseline/{r}", str(tmp / "boto3.down"))
+                downs["boto3"].append(time.perf_counter() - t0)
+                (tmp / "boto3.down").unlink()
+                path.unlink()
+                continue
+            extra = {"HF_HUB_DISABLE_XET": "1"} if how == "lfs" else {}
+            home = tmp / f"home-{how}-{r}"
+            got = client(UPLOAD, client_env(hub, token, home, T_REPO=repo, T_PATH=str(path), **extra))
+            ups[how].append(got["SECONDS"])
+            if how == "xet":  # the download benchmarks read what went up through Xet
+                for kind, more in (("xet", {}), ("http", {"HF_HUB_DISABLE_XET": "1"})):
+                    down = client(DOWNLOAD, client_env(hub, token, tmp / f"down-{kind}-{r}", T_REPO=repo, **more))
+                    assert down["SHA256"] == digest, (kind, down)
+                    downs[kind].append(down["SECONDS"])
+                    subprocess.run(["rm", "-rf", str(tmp / f"down-{kind}-{r}")], check=False)
+                # 1 % changed, from the machine that sent the first (its shard cache knows those chunks)
+                before = xorb_bytes(hub)
+                changed = tmp / "changed.bin"
+                change_one_percent(path, changed)
+                again = client(UPLOAD, client_env(hub, token, home, T_REPO=repo, T_PATH=str(changed)))
+                sent = xorb_bytes(hub) - before
+                sent_ratio.append(sent / size)
+                time_ratio.append(again["SECONDS"] / got["SECONDS"])
+                print(f"round {r + 1}: 1% changed: {sent / MiB:.1f} MiB sent ({100 * sent / size:.2f} %), "
+                      f"{again['SECONDS']:.2f} s vs {got['SECONDS']:.2f} s", file=sys.stderr)
+                changed.unlink()
+            path.unlink()
+        print(f"round {r + 1}: upload xet {ups['xet'][-1]:.2f} s, lfs {ups['lfs'][-1]:.2f} s, "
+              f"boto3 {ups['boto3'][-1]:.2f} s; download xet {downs['xet'][-1]:.2f} s, "
+              f"http {downs['http'][-1]:.2f} s, boto3 {downs['boto3'][-1]:.2f} s", file=sys.stderr)
+    up = {k: statistics.median(v) for k, v in ups.items()}
+    down = {k: statistics.median(v) for k, v in downs.items()}
+    mb = size / 1e6
+    print(f"{'workload':<44} {'median s':>9} {'MB/s':>8}")
+    for k, v in up.items():
+        print(f"{'upload ' + k:<44} {v:>9.2f} {mb / v:>8.0f}")
+    for k, v in down.items():
+        print(f"{'download ' + k:<44} {v:>9.2f} {mb / v:>8.0f}")
+    print(f"1% changed re-upload: {100 * statistics.median(sent_ratio):.2f} % of the bytes sent, "
+          f"{statistics.median(time_ratio):.2f}x the first upload's time")
+    detail = (f"xet {up['xet']:.2f} s, lfs {up['lfs']:.2f} s, boto3 {up['boto3']:.2f} s ({args.size_mib} MiB)")
+    report("xet", f"{args.size_mib} MiB upload: hf_xet / boto3", ratio=up["boto3"] / up["xet"], target=0.8,
+           detail=detail)
+    report("xet", f"{args.size_mib} MiB upload: hf_xet / LFS path", ratio=up["lfs"] / up["xet"], detail=detail)
+    detail = (f"xet {down['xet']:.2f} s, /resolve/ {down['http']:.2f} s, boto3 {down['boto3']:.2f} s "
+              f"({args.size_mib} MiB)")
+    report("xet", f"{args.size_mib} MiB download: hf_xet / boto3", ratio=down["boto3"] / down["xet"],
+           detail=detail)
+    report("xet", f"{args.size_mib} MiB download: hf_xet / plain /resolve/", ratio=down["http"] / down["xet"],
+           detail=detail)
+    share = statistics.median(sent_ratio)
+    report("xet", f"{args.size_mib} MiB re-upload, 1 % changed: share of bytes sent (lower is better)",
+           ratio=None, target=None,
+           detail=f"{100 * share:.2f} % sent (target < 5 %: {'met' if share < 0.05 else 'NOT met'}), "
+                  f"{statistics.median(time_ratio):.2f}x the first upload's time")
+    print(json.dumps({"upload": up, "download": down, "sent": sent_ratio, "time": time_ratio}), file=sys.stderr)
 
 
 if __name__ == "__main__":

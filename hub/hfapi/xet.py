@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
+import threading
 import time
 
 from django.conf import settings
@@ -31,7 +33,6 @@ from hub.errors import (
     HubError,
     NotFound,
     PayloadTooLarge,
-    RangeNotSatisfiable,
     Unauthorized,
 )
 from hub.hfapi.common import flag, repo_of
@@ -151,7 +152,7 @@ def _shard_body(request: HttpRequest) -> bytes:
 @require_http_methods(["POST"])
 def shard_v1(request: HttpRequest) -> JsonResponse:
     access = _access(request, write=True)
-    cas.accept_shard(_shard_body(request), user=access.user, ns=access.repo.namespace)
+    cas.accept_shard(cas.check_shard(_shard_body(request)), user=access.user, ns=access.repo.namespace)
     return JsonResponse({"result": 1})
 
 
@@ -162,22 +163,18 @@ def shard_v2(request: HttpRequest) -> HttpResponse:
     repeated as a heartbeat, so the client's read timeout never fires). What can be refused before
     the rebuild (a malformed or lying shard, the quota) is an HTTP error as anywhere else."""
     access = _access(request, write=True)
-    data = _shard_body(request)
-    cas.check_shard(data)  # (accept_shard checks again: cheap, and keeps it self-contained)
-    return StreamingHttpResponse(_shard_events(data, access), content_type="application/x-ndjson")
+    checked = cas.check_shard(_shard_body(request))
+    return StreamingHttpResponse(_shard_events(checked, access), content_type="application/x-ndjson")
 
 
-def _shard_events(data: bytes, access: _Access):
-    import queue
-    import threading
-
+def _shard_events(checked: list[cas.Checked], access: _Access):
     events: queue.Queue = queue.Queue()
 
     def work() -> None:
         from django.db import connections
 
         try:
-            cas.accept_shard(data, user=access.user, ns=access.repo.namespace,
+            cas.accept_shard(checked, user=access.user, ns=access.repo.namespace,
                              progress=lambda done, total: events.put(
                                  {"type": "validating", "verified": done, "total": total}))
             events.put({"type": "committing", "stage": "syncing"})
@@ -247,15 +244,9 @@ def _readable_file(access: _Access, file_hash: str) -> XetFile:
 
 
 def _range(request: HttpRequest, size: int) -> tuple[int, int]:
-    header = request.META.get("HTTP_RANGE", "")
-    if not header:
-        return 0, size
-    if size == 0 or (header.startswith("bytes=") and header[6:].split("-")[0].isdigit()
-                     and int(header[6:].split("-")[0]) >= size):
-        raise RangeNotSatisfiable(f"range {header[6:]} starts at or past the end of the file ({size} bytes)",
-                                  headers={"Content-Range": f"bytes */{size}"})
-    rng = serving.parse_range(header, size)
-    return rng if rng else (0, size)
+    """The bytes a reconstruction covers: the Range asked for (416 from its start at or past the end,
+    as hf_xet pages through a file), else the whole file."""
+    return serving.parse_range(request.META.get("HTTP_RANGE", ""), size) or (0, size)
 
 
 def _fetch_url(request: HttpRequest, xorb_hash: str) -> str:

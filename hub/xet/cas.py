@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from hub.content import blobs
+from hub.content import blobs, serving
 from hub.content.models import Blob
 from hub.errors import BadRequest, HubError
 from hub.quotas import services as quotas
@@ -76,9 +76,7 @@ def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user
     hash_hex = check_hash(hash_hex, "xorb hash")
     if length > xf.MAX_XORB_BYTES + 2**20:  # (chunks, plus the footer a client may append)
         raise XetFormatError(f"a xorb holds at most {xf.MAX_XORB_BYTES} bytes; this one claims {length}")
-    existing = Xorb.objects.filter(pk=hash_hex).first()
-    if existing is not None:
-        Xorb.objects.filter(pk=hash_hex).update(touched=timezone.now())
+    if Xorb.objects.filter(pk=hash_hex).update(touched=timezone.now()):  # stored already
         _drain(read, length)
         return False
     reservation = quotas.reserve(ns, length, user=user, sha256=hash_hex, purpose=XORB_PURPOSE,
@@ -101,16 +99,17 @@ def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user
                 raise XetFormatError(f"xorb {hash_hex}: {err}") from None
             end = chunks[-1].end if chunks else 0
             t1 = time.monotonic()
+            spool.truncate(end)  # (a footer a client may append is not kept)
             spool.flush()
-            spool.seek(0)
             store = blobs.object_store()
-            store.put_stream(xorb_key(hash_hex), _Limited(spool, end), end)
             if store.local_path(xorb_key(hash_hex)) is None:
                 # Kept here for a while: the shard that follows rebuilds its files from local disk
-                # rather than reading the xorb back from the store.
-                spool.truncate(end)
+                # rather than reading the xorb back from the store. (Linked before the upload: boto3
+                # closes the file it sends, which deletes a temporary file.)
                 with contextlib.suppress(FileExistsError):  # (the same xorb, received twice at once)
                     os.link(spool.name, _cache_dir() / hash_hex)
+            spool.seek(0)
+            store.put_stream(xorb_key(hash_hex), spool, end)
         index = b"".join(INDEX_ENTRY.pack(c.hash, c.end, c.size) for c in chunks)
         try:
             with transaction.atomic():
@@ -151,23 +150,14 @@ def _cache_dir() -> Path:
 
 
 def _cached_range(hash_hex: str, start: int, end: int) -> Iterator[bytes] | None:
+    """Bytes [start, end) of a xorb from the local cache, or None if it holds none. (A short copy
+    shows up as a truncated xorb when it is parsed.)"""
     try:
         fh = open(_cache_dir() / hash_hex, "rb")
     except FileNotFoundError:
         return None
-
-    def pieces() -> Iterator[bytes]:
-        with fh:
-            fh.seek(start)
-            left = end - start
-            while left > 0:
-                data = fh.read(min(left, 1 << 20))
-                if not data:
-                    raise HubError(f"the cached copy of xorb {hash_hex} is short; upload the file again")
-                left -= len(data)
-                yield data
-
-    return pieces()
+    fh.seek(start)
+    return serving.file_range(fh, end - start)
 
 
 def _drain(read: Callable[[int], bytes], length: int) -> None:
@@ -177,25 +167,6 @@ def _drain(read: Callable[[int], bytes], length: int) -> None:
         if not data:
             return
         left -= len(data)
-
-
-class _Limited(io.RawIOBase):
-    def __init__(self, fh, size: int) -> None:
-        self.fh, self.left = fh, size
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        n = self.left if n < 0 else min(n, self.left)
-        data = self.fh.read(n) if n else b""
-        self.left -= len(data)
-        return data
-
-    def readinto(self, b) -> int:
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
 
 
 # --- shards --------------------------------------------------------------------------------------
@@ -240,13 +211,13 @@ def check_shard(data: bytes) -> list[Checked]:
     return out
 
 
-def accept_shard(data: bytes, *, user, ns, progress: Callable[[int, int], None] | None = None) -> list[XetFile]:
-    """Checks a shard (check_shard), rebuilds every file it brings that the hub does not know yet into
-    a verified blob, and records the Xet files. `progress(done, total)` is told the bytes rebuilt.
-    Raises XetFormatError, QuotaExceeded, or UnprocessableEntity when a file's bytes do not hash to
-    the sha256 the client claims."""
+def accept_shard(checked: list[Checked], *, user, ns,
+                 progress: Callable[[int, int], None] | None = None) -> list[XetFile]:
+    """Rebuilds every file of a checked shard (check_shard) that the hub does not know yet into a
+    verified blob, and records the Xet files. `progress(done, total)` is told the bytes rebuilt.
+    Raises QuotaExceeded, or UnprocessableEntity when a file's bytes do not hash to the sha256 the
+    client claims."""
     t0 = time.monotonic()
-    checked = check_shard(data)
     known = {f.hash: f for f in XetFile.objects.filter(pk__in=[c.hash_hex for c in checked],
                                                        blob__verified=True, blob__corrupt_at=None)
              .select_related("blob")}
