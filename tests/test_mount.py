@@ -454,12 +454,17 @@ def test_an_over_quota_write_fails_at_close_and_keeps_the_old_file(hub, unique, 
     token = hub.manage("hub_token", user, "--quota", "2MB").stdout.strip().splitlines()[-1]
     m = mounts.mount(client_env(hub, token, tmp_path / "cache"), "volume", "vol-q")
     (m / "keep.bin").write_bytes(b"old bytes\n")
-    fh = open(m / "keep.bin", "wb")
-    fh.write(os.urandom(3 * 10**6))
+    fd = os.open(m / "keep.bin", os.O_WRONLY | os.O_TRUNC)
+    held = os.dup(fd)  # a second descriptor keeps the handle open: no release yet, as when it comes late
+    os.write(fd, os.urandom(3 * 10**6))
     with pytest.raises(OSError) as exc:
-        fh.close()
+        os.close(fd)
     assert exc.value.errno in (errno.EDQUOT, errno.ENOSPC)
-    assert (m / "keep.bin").read_bytes() == b"old bytes\n"
+    assert (m / "keep.bin").read_bytes() == b"old bytes\n"  # and reading it back fails nothing
+    assert os.stat(m / "keep.bin").st_size == len(b"old bytes\n")
+    with pytest.raises(OSError) as exc:  # the other descriptor's close is refused too, then the bytes go aside
+        os.close(held)
+    assert exc.value.errno in (errno.EDQUOT, errno.ENOSPC)
     r = requests.get(f"{hub.url}/api/volume/files/keep.bin", headers={"Authorization": f"Bearer {token}"}, timeout=30)
     assert r.content == b"old bytes\n"
     assert "keep.bin" in mounts.log("vol-q") and "EDQUOT" in mounts.log("vol-q")

@@ -519,8 +519,19 @@ class VolumeOps(Operations):
     @fuse_op
     def flush(self, path: str, fi) -> int:
         h = self.handles.get(fi.fh)
-        if h is not None and h.state is not None and h.state.dirty:
-            self._upload(h.state)
+        if h is None or h.state is None or not h.writable or not h.state.dirty:
+            return 0  # closing a reader never sends (nor fails on) a writer's bytes
+        st = h.state
+        try:
+            self._upload(st)
+        except BaseException:
+            # close() fails and the file stays as the hub has it: from now on this path opens and
+            # stats as the hub's version. Handles still open keep the refused bytes; the last one's
+            # release tries once more and otherwise keeps them in lost+found.
+            with self.mu:
+                if self.states.get(st.path) is st:
+                    del self.states[st.path]
+            raise
         return 0
 
     @fuse_op
