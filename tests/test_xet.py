@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.conftest import one_backend
 from tests.support import hub_cli
 from tests.support.hf_client import check_ok, client_env, result, run_client
 
@@ -353,6 +354,20 @@ def test_a_shard_cannot_name_chunks_its_sender_does_not_hold_nor_lie_about_the_s
     r = requests.get(f"{cas}/v1/reconstructions/{file_hash}", headers=alice_auth | {"Range": "bytes=300000-"},
                      timeout=30)
     assert r.status_code == 416
+    # the global dedup: alice learns which stored xorb holds her file's first chunk, with its chunk
+    # hashes keyed (no raw hash she did not have); bob, who may not read the file, learns nothing
+    first_chunk = xf.hash_hex(entries[0][0])
+    r = requests.get(f"{cas}/v1/chunks/default-merkledb/{first_chunk}", headers=alice_auth, timeout=30)
+    assert r.status_code == 200, r.text
+    offered = xf.parse_shard(r.content)
+    key = r.content[-200 + 72:-200 + 104]  # the footer's HMAC key
+    assert [xf.hash_hex(x.hash) for x in offered.xorbs] == [xorb_hash] and not offered.files
+    assert [h for h, _, _ in offered.xorbs[0].chunks] == [xf.keyed_hash(h, key) for h, _ in entries]
+    assert not {h for h, _, _ in offered.xorbs[0].chunks} & {h for h, _ in entries}
+    r = requests.get(f"{cas}/v1/chunks/default-merkledb/{first_chunk}", headers=bob_auth, timeout=30)
+    assert r.status_code == 404
+    r = requests.get(f"{cas}/v1/chunks/default-merkledb/{'ef' * 32}", headers=alice_auth, timeout=30)
+    assert r.status_code == 404
 
 
 # --- quota, dedup, interruptions ------------------------------------------------------------------------
@@ -384,24 +399,60 @@ def test_over_quota_the_client_shows_the_hubs_message_and_nothing_stays_reserved
     assert hub.api(token).list_repo_files(f"{name}/m") == [".gitattributes"]
 
 
-def test_a_changed_file_sends_only_its_new_chunks(hub, alice, unique, tmp_path):
-    """An appended log, a checkpoint with one tensor changed: the second upload sends what changed."""
+def test_a_changed_file_sends_only_its_new_chunks_from_this_machine_or_another(hub, alice, bob, unique, tmp_path):
+    """An appended log, a checkpoint with one tensor changed: the next upload sends what changed —
+    from the machine that sent the first (its shard cache knows the chunks) and from a fresh instance
+    (the hub's global dedup tells it), but never by way of a file the uploader may not read."""
     repo = f"alice/xet-dedup-{unique}"
+    hub.api(alice).create_repo(repo, private=True)
     first = os.urandom(12 * MiB)
     second = first[:5 * MiB] + os.urandom(MiB) + first[6 * MiB:]  # 1 MiB in the middle rewritten
+    third = second + os.urandom(MiB // 2)                          # and then something appended
     path = tmp_path / "ckpt.safetensors"
-    home = tmp_path / "home"  # one machine: its shard cache remembers what it sent
-    sent = []
-    for data in (first, second):
+
+    def upload(token: str, data: bytes, home: Path, to: str = repo) -> int:
         path.write_bytes(data)
         before = xet_stats(hub)["xorb_bytes"]
-        check_ok(run_client(UPLOAD_FILE, client_env(hub, alice, home, T_REPO=repo, T_PATH=str(path))))
+        check_ok(run_client(UPLOAD_FILE, client_env(hub, token, home, T_REPO=to, T_PATH=str(path))))
+        got = requests.get(f"{hub.url}/{to}/resolve/main/ckpt.safetensors", timeout=60,
+                           headers={"Authorization": f"Bearer {token}"})
+        assert got.content == data
+        return xet_stats(hub)["xorb_bytes"] - before
+
+    assert upload(alice, first, tmp_path / "machine-1") >= 12 * MiB
+    assert upload(alice, second, tmp_path / "machine-1") < 2 * MiB  # the changed MiB and its edges
+    # a new instance: an empty shard cache
+    assert upload(alice, third, tmp_path / "machine-2") < 2 * MiB
+    # bob cannot read alice's private repo: the hub offers him none of its chunks, so his client
+    # sends his copy whole (stored once all the same: it is the same xorb)
+    answered = Path(hub.log_path).read_text(errors="replace").count("xet dedup: chunk")
+    upload(bob, third, tmp_path / "machine-3", to=f"bob/xet-dedup-{unique}")
+    assert Path(hub.log_path).read_text(errors="replace").count("xet dedup: chunk") == answered
+
+
+def test_a_known_run_of_chunks_is_found_in_the_middle_of_a_new_file_from_another_machine(hub, alice, unique,
+                                                                                         tmp_path):
+    """Besides a file's first chunk the client asks the hub about about one chunk in 1,024, chosen by
+    its hash, at most one every 256 chunks. These seeded 20 MiB hold one such chunk at 12.2 MiB (the
+    same every run: chunk boundaries depend only on the bytes); behind 8 MiB of new bytes it is past
+    the client's spacing, so it is asked about and the file is found from there on."""
+    import random
+
+    one_backend(hub)  # (the protocol, not the store: the first-chunk case runs on both)
+    repo = f"alice/xet-middle-{unique}"
+    known = random.Random(8).randbytes(20 * MiB)
+    path = tmp_path / "shards.bin"
+    sent = []
+    for data, home in ((known, "machine-1"), (os.urandom(8 * MiB) + known, "machine-2")):
+        path.write_bytes(data)
+        before = xet_stats(hub)["xorb_bytes"]
+        check_ok(run_client(UPLOAD_FILE, client_env(hub, alice, tmp_path / home, T_REPO=repo, T_PATH=str(path))))
         sent.append(xet_stats(hub)["xorb_bytes"] - before)
-        got = requests.get(f"{hub.url}/{repo}/resolve/main/ckpt.safetensors", timeout=60,
+        got = requests.get(f"{hub.url}/{repo}/resolve/main/shards.bin", timeout=60,
                            headers={"Authorization": f"Bearer {alice}"})
         assert got.content == data
-    assert sent[0] >= 12 * MiB
-    assert sent[1] < 2 * MiB, sent  # the changed MiB and the chunks around its edges
+    assert sent[0] >= 20 * MiB
+    assert sent[1] < 22 * MiB, sent  # (all 28 MiB when the hub misses the chunk the client asks about)
 
 
 def test_an_upload_killed_between_xorbs_finishes_when_run_again(hub, alice, unique, tmp_path):

@@ -661,3 +661,39 @@ def test_verify_shard_file_catches_lies(capture, parsed):
         xf.verify_shard_file(xf.ShardFile(f.hash, [beyond] + f.terms[1:], f.verification, f.sha256), lookup.get)
     with pytest.raises(xf.FormatError, match="hash to"):
         xf.verify_shard_file(xf.ShardFile(bytes(31) + b"\1", f.terms, f.verification, f.sha256), lookup.get)
+
+
+def test_a_dedup_shard_has_the_footer_and_sorted_lookup_tables_the_client_searches():
+    rng = random.Random(7)
+    xorbs = []
+    for _ in range(3):
+        chunks, pos = [], 0
+        for _ in range(rng.randint(1, 40)):
+            size = rng.randint(1, xf.MAX_CHUNK_BYTES)
+            chunks.append((rng.randbytes(32), pos, size))
+            pos += size
+        xorbs.append(xf.ShardXorb(rng.randbytes(32), chunks, pos, pos + 8 * len(chunks)))
+    key = rng.randbytes(32)
+    data = xf.encode_dedup_shard(xorbs, key=key, created=1_700_000_000, expiry=1_800_000_000)
+    sh = xf.parse_shard(data)  # the footer's offsets agree with the sections
+    assert not sh.files and sorted(x.hash for x in sh.xorbs) == sorted(x.hash for x in xorbs)
+    foot = struct.unpack_from("<9Q32sQQ6QQQQQ", data, len(data) - 200)
+    (_, _, xorb_info, _, n_files, xorb_lookup, n_xorbs, chunk_lookup, n_chunks, fkey, created, expiry) = foot[:12]
+    assert (n_files, n_xorbs, n_chunks) == (0, 3, sum(len(x.chunks) for x in xorbs))
+    assert (fkey, created, expiry) == (key, 1_700_000_000, 1_800_000_000)
+    assert foot[-1] == len(data) - 200 and foot[-2] == sum(x.unpacked_bytes for x in xorbs)
+
+    def entry(i: int) -> bytes:  # the i-th 48-byte entry of the CAS-info section
+        return data[xorb_info + 48 * i: xorb_info + 48 * i + 32]
+
+    keys = [struct.unpack_from("<QI", data, xorb_lookup + 12 * i) for i in range(n_xorbs)]
+    assert [k for k, _ in keys] == sorted(k for k, _ in keys)
+    assert all(int.from_bytes(entry(i)[:8], "little") == k for k, i in keys)
+    raw = {xf.keyed_hash(h, key): h for x in xorbs for h, _, _ in x.chunks}
+    looked = [struct.unpack_from("<QII", data, chunk_lookup + 16 * i) for i in range(n_chunks)]
+    assert [k for k, _, _ in looked] == sorted(k for k, _, _ in looked)
+    for k, at, offset in looked:
+        keyed = entry(at + 1 + offset)
+        assert int.from_bytes(keyed[:8], "little") == k and keyed in raw
+    with pytest.raises(ValueError):
+        xf.encode_dedup_shard(xorbs, key=bytes(32), created=0, expiry=1)

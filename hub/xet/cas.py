@@ -36,13 +36,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from hub.content import blobs, serving
-from hub.content.models import Blob
+from hub.content import blobs, refs, serving
+from hub.content.models import Blob, BlobProof
 from hub.errors import BadRequest, HubError
 from hub.quotas import services as quotas
 from hub.quotas.models import Reservation
 from hub.xet import format as xf
-from hub.xet.models import INDEX_ENTRY, XetFile, Xorb
+from hub.xet.models import INDEX_ENTRY, XetChunk, XetFile, Xorb
 
 log = logging.getLogger("hub.xet")
 
@@ -263,7 +263,67 @@ def _record_file(c: Checked, blob: Blob) -> XetFile:
         if not created and f.blob_id != blob.sha256:  # (its old blob was corrupt or gone)
             XetFile.objects.filter(pk=f.pk).update(blob=blob, size=c.size, terms=[list(t) for t in c.terms])
         f.xorbs.set(sorted({x for x, _, _ in c.terms}))
+    _register_dedup(c)
     return f
+
+
+def _register_dedup(c: Checked) -> None:
+    """Makes a recorded file findable by the global dedup: its first chunk, and the eligible chunks of
+    every xorb it reads from (each xorb scanned once)."""
+    if not c.terms:
+        return
+    names = {x for x, _, _ in c.terms}
+    done = set(XetChunk.objects.filter(xorb_id__in=names).values_list("xorb_id", flat=True).distinct())
+    first_xorb, first_chunk, _ = c.terms[0]
+    rows = []
+    for x in Xorb.objects.filter(pk__in=names):
+        chunks = x.chunks()
+        if x.hash == first_xorb:
+            rows.append(XetChunk(hash=xf.hash_hex(chunks[first_chunk][0]), xorb=x, index=first_chunk))
+        if x.hash not in done:
+            rows += [XetChunk(hash=xf.hash_hex(h), xorb=x, index=i)
+                     for i, (h, _, _, _) in enumerate(chunks) if xf.dedup_eligible(h)]
+    XetChunk.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+DEDUP_MAX_XORBS = 256  # at most this many xorbs (≈ 16 GiB of chunks) in one dedup answer
+
+
+def dedup_shard(chunk_hex: str, *, user) -> bytes | None:
+    """The global dedup: a shard offering the xorbs of the files that hold this chunk — only files
+    `user` may read (a repo they can read, their volume, bytes they uploaded), so an answer never
+    tells anyone that someone else stores some bytes. None if there are none. The chunk hashes in it
+    are keyed (format.encode_dedup_shard): the client recognises chunks it holds and learns nothing
+    else. The xorbs offered are kept a full retention from now."""
+    chunk_hex = check_hash(chunk_hex, "chunk hash")
+    if user is None or not getattr(user, "pk", None):
+        return None
+    holders = list(XetChunk.objects.filter(hash=chunk_hex).values_list("xorb_id", flat=True)[:64])
+    if not holders:
+        return None
+    files = dict(XetFile.objects.filter(xorbs__in=holders).values_list("hash", "blob_id")[:1000])
+    sha256s = set(files.values())
+    readable = refs.readable_by(user, sha256s) | set(
+        BlobProof.objects.filter(user=user, blob_id__in=sha256s).values_list("blob_id", flat=True))
+    readable_files = [h for h, b in files.items() if b in readable]
+    if not readable_files:
+        return None
+    names = set(XetFile.xorbs.through.objects.filter(xetfile_id__in=readable_files)
+                .values_list("xorb_id", flat=True).distinct()[:DEDUP_MAX_XORBS])
+    now = timezone.now()
+    Xorb.objects.filter(pk__in=names).update(touched=now)
+    offered = []
+    for x in Xorb.objects.filter(pk__in=names):
+        chunks, pos = [], 0
+        for h, _, _, size in x.chunks():
+            chunks.append((h, pos, size))
+            pos += size
+        offered.append(xf.ShardXorb(xf.hash_from_hex(x.hash), chunks, x.unpacked, x.size))
+    # Valid for the client half the retention: every xorb it names outlives that, and one it uses is
+    # touched again by the shard that uses it.
+    created = int(now.timestamp())
+    return xf.encode_dedup_shard(offered, key=os.urandom(32), created=created,
+                                 expiry=created + settings.HUB_XET_RETENTION // 2)
 
 
 class _Rebuild(io.RawIOBase):

@@ -16,6 +16,13 @@ length check, never trusted). The xorb hash is the Merkle root of (chunk hash, u
 Shard (``POST /v2/shards`` or ``/v1/shards``): 48-byte header, file-info section, CAS-info section,
 both closed by a bookend (32 x 0xFF + 16 x 0). Every entry is 48 bytes. hf_xet 1.8.0 sends no
 footer (``footer_size`` = 0); a 200-byte footer is accepted if its offsets agree.
+
+Dedup shard (the reply to ``GET /v1/chunks/{prefix}/{chunk hash}``): a whole shard the client stores
+in its shard cache — no files, the CAS-info blocks of the xorbs offered, then three sorted lookup
+tables (files: (u64, u32); xorbs: (u64, u32); chunks: (u64, u32, u32)), keyed by each hash's first
+little-endian u64 word, and the 200-byte footer. Its chunk hashes are blake3-keyed with a key the
+footer carries (``keyed_hash``): the client finds a chunk it holds by keying its own hash, but learns
+no raw chunk hash it did not have — and a shard's verification entries need the raw ones.
 """
 from __future__ import annotations
 
@@ -33,6 +40,7 @@ __all__ = [
     "hash_hex", "hash_from_hex", "chunk_hash", "merkle_root", "xorb_hash", "file_hash", "verification_hash",
     "XorbChunk", "iter_xorb", "verify_xorb", "decode_chunks", "encode_chunk", "decompress_chunk",
     "Term", "ShardFile", "ShardXorb", "Shard", "parse_shard", "encode_shard", "verify_shard_file",
+    "GLOBAL_DEDUP_MODULUS", "dedup_eligible", "keyed_hash", "encode_dedup_shard",
 ]
 
 
@@ -591,3 +599,58 @@ def verify_shard_file(f: ShardFile, xorb_chunks: Callable[[bytes], list[tuple[by
     if got != f.hash:
         raise FormatError(f"shard file {fh}: its chunks hash to {hash_hex(got)}")
     return entries
+
+
+# ------------------------------------------------------------------------------------ global dedup
+
+GLOBAL_DEDUP_MODULUS = 1024   # a chunk is worth a global query when its last u64 word is a multiple of this
+
+
+def _word(h: bytes, i: int) -> int:
+    return int.from_bytes(h[8 * i:8 * i + 8], "little")
+
+
+def dedup_eligible(h: bytes) -> bool:
+    """Whether the client asks the global dedup about this chunk (besides the first chunk of a file)."""
+    return _word(h, 3) % GLOBAL_DEDUP_MODULUS == 0
+
+
+def keyed_hash(h: bytes, key: bytes) -> bytes:
+    """A chunk hash as a dedup shard with this footer key lists it."""
+    return blake3.blake3(h, key=key).digest()
+
+
+def encode_dedup_shard(xorbs: list[ShardXorb], *, key: bytes, created: int, expiry: int) -> bytes:
+    """A full shard (footer, lookup tables) offering these xorbs for deduplication, their chunk hashes
+    keyed with ``key``; the client ignores it after ``expiry`` (seconds since the epoch)."""
+    if len(key) != 32 or key == ZERO_KEY:
+        raise ValueError("a dedup shard's key is 32 bytes, not all zero")
+    xorbs = sorted(xorbs, key=lambda x: (_word(x.hash, 0), x.hash))
+    out = [_HEADER.pack(SHARD_HEADER_TAG, SHARD_HEADER_VERSION, SHARD_FOOTER_BYTES),
+           _FILE_HEADER.pack(_BOOKEND_HASH, 0, 0, 0)]
+    xorb_info_offset = _HEADER.size + _FILE_HEADER.size
+    xorb_lookup, chunk_lookup = [], []
+    index = 0   # in 48-byte entries from the start of the CAS-info section
+    for x in xorbs:
+        xorb_lookup.append((_word(x.hash, 0), index))
+        out.append(_XORB_HEADER.pack(x.hash, x.flags, len(x.chunks), x.unpacked_bytes, x.bytes_on_disk))
+        for i, (h, offset, size) in enumerate(x.chunks):
+            k = keyed_hash(h, key)
+            chunk_lookup.append((_word(k, 0), index, i))
+            out.append(_CHUNK.pack(k, offset, size, 0, 0))
+        index += 1 + len(x.chunks)
+    out.append(_XORB_HEADER.pack(_BOOKEND_HASH, 0, 0, 0, 0))
+    pos = sum(len(b) for b in out)
+    file_lookup_offset = xorb_lookup_offset = pos   # (no files)
+    out += [struct.pack("<QI", k, i) for k, i in xorb_lookup]
+    chunk_lookup_offset = xorb_lookup_offset + 12 * len(xorb_lookup)
+    chunk_lookup.sort(key=lambda e: e[0])
+    out += [struct.pack("<QII", k, i, j) for k, i, j in chunk_lookup]
+    footer_offset = chunk_lookup_offset + 16 * len(chunk_lookup)
+    out.append(_FOOTER.pack(SHARD_FOOTER_VERSION, _HEADER.size, xorb_info_offset,
+                            file_lookup_offset, 0, xorb_lookup_offset, len(xorb_lookup),
+                            chunk_lookup_offset, len(chunk_lookup), key, created, expiry,
+                            0, 0, 0, 0, 0, 0,
+                            sum(x.bytes_on_disk for x in xorbs), 0, sum(x.unpacked_bytes for x in xorbs),
+                            footer_offset))
+    return b"".join(out)

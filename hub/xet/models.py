@@ -56,3 +56,19 @@ class XetFile(models.Model):
 
     def __str__(self) -> str:
         return f"xet file {self.hash[:12]} = {self.blob_id[:12]}"
+
+
+class XetChunk(models.Model):
+    """Where a chunk the clients may ask the global dedup about lies: the first chunk of every Xet
+    file and every chunk whose hash the client deems eligible (about one in 1,024). Recorded when a
+    file is recorded, so only xorbs some verified file reads from are ever offered."""
+
+    hash = models.CharField(max_length=64, db_index=True)  # Xet's hex form
+    xorb = models.ForeignKey(Xorb, on_delete=models.CASCADE, related_name="dedup_chunks")
+    index = models.IntegerField(help_text="the chunk's place in the xorb")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hash", "xorb"], name="xet_chunk_once_per_xorb")]
+
+    def __str__(self) -> str:
+        return f"chunk {self.hash[:12]} in {self.xorb_id[:12]}[{self.index}]"
