@@ -286,7 +286,10 @@ def test_it_moves_2_gib_with_bounded_server_memory(hub, alice, unique, tmp_path)
     repo_id = f"alice/huge-{unique}"
     api.create_repo(repo_id)
     source = tmp_path / "huge.bin"
-    expected = write_incompressible(source, 2 * GiB)
+    # 2 GiB (sizes past 2**31 - 1) where the bytes flow through the hub; on S3 they flow presigned
+    # and the hub only reads them back to verify: 1 GiB shows the same bound there in half the time
+    size = 2 * GiB if hub.name == "embedded" else GiB
+    expected = write_incompressible(source, size)
     cache = tmp_path / "cache"
     try:
         # Warm both workers up on the same paths (imports, connection pools) before measuring.
@@ -317,7 +320,7 @@ def test_it_moves_2_gib_with_bounded_server_memory(hub, alice, unique, tmp_path)
         path = api.hf_hub_download(repo_id, "huge.bin", cache_dir=str(cache))
         downloaded = time.monotonic()
         peak = sampler.stop()
-        assert os.path.getsize(path) == 2 * GiB
+        assert os.path.getsize(path) == size
         assert sha256_file(Path(path)) == expected
         tree = {e.path: e for e in api.list_repo_tree(repo_id)}
         assert tree["huge.bin"].lfs.sha256 == expected
@@ -327,7 +330,7 @@ def test_it_moves_2_gib_with_bounded_server_memory(hub, alice, unique, tmp_path)
             f"{hub.name}: upload {uploaded - started:.1f}s, download {downloaded - uploaded:.1f}s, "
             f"server RSS {baseline / MiB:.0f} MiB -> peak {peak / MiB:.0f} MiB (+{growth / MiB:.0f} MiB)"
         )
-        assert growth < 150 * MiB, f"server RSS grew by {growth / MiB:.0f} MiB moving a 2 GiB file"
+        assert growth < 150 * MiB, f"server RSS grew by {growth / MiB:.0f} MiB moving a {size / GiB:.0f} GiB file"
     finally:
         source.unlink(missing_ok=True)
         shutil.rmtree(cache, ignore_errors=True)
