@@ -399,6 +399,18 @@ def test_over_quota_the_client_shows_the_hubs_message_and_nothing_stays_reserved
     assert hub.api(token).list_repo_files(f"{name}/m") == [".gitattributes"]
 
 
+def upload_sent(hub, token: str, repo: str, path: Path, data: bytes, home: Path) -> int:
+    """Uploads `data` as `path`'s name with the default client from the machine whose HF_HOME is
+    `home`, checks it reads back, and returns the xorb bytes the hub received for it."""
+    path.write_bytes(data)
+    before = xet_stats(hub)["xorb_bytes"]
+    check_ok(run_client(UPLOAD_FILE, client_env(hub, token, home, T_REPO=repo, T_PATH=str(path))))
+    got = requests.get(f"{hub.url}/{repo}/resolve/main/{path.name}", timeout=60,
+                       headers={"Authorization": f"Bearer {token}"})
+    assert got.content == data
+    return xet_stats(hub)["xorb_bytes"] - before
+
+
 def test_a_changed_file_sends_only_its_new_chunks_from_this_machine_or_another(hub, alice, bob, unique, tmp_path):
     """An appended log, a checkpoint with one tensor changed: the next upload sends what changed —
     from the machine that sent the first (its shard cache knows the chunks) and from a fresh instance
@@ -410,23 +422,15 @@ def test_a_changed_file_sends_only_its_new_chunks_from_this_machine_or_another(h
     third = second + os.urandom(MiB // 2)                          # and then something appended
     path = tmp_path / "ckpt.safetensors"
 
-    def upload(token: str, data: bytes, home: Path, to: str = repo) -> int:
-        path.write_bytes(data)
-        before = xet_stats(hub)["xorb_bytes"]
-        check_ok(run_client(UPLOAD_FILE, client_env(hub, token, home, T_REPO=to, T_PATH=str(path))))
-        got = requests.get(f"{hub.url}/{to}/resolve/main/ckpt.safetensors", timeout=60,
-                           headers={"Authorization": f"Bearer {token}"})
-        assert got.content == data
-        return xet_stats(hub)["xorb_bytes"] - before
-
-    assert upload(alice, first, tmp_path / "machine-1") >= 12 * MiB
-    assert upload(alice, second, tmp_path / "machine-1") < 2 * MiB  # the changed MiB and its edges
+    assert upload_sent(hub, alice, repo, path, first, tmp_path / "machine-1") >= 12 * MiB
+    # the changed MiB and its edges
+    assert upload_sent(hub, alice, repo, path, second, tmp_path / "machine-1") < 2 * MiB
     # a new instance: an empty shard cache
-    assert upload(alice, third, tmp_path / "machine-2") < 2 * MiB
+    assert upload_sent(hub, alice, repo, path, third, tmp_path / "machine-2") < 2 * MiB
     # bob cannot read alice's private repo: the hub offers him none of its chunks, so his client
     # sends his copy whole (stored once all the same: it is the same xorb)
     answered = Path(hub.log_path).read_text(errors="replace").count("xet dedup: chunk")
-    upload(bob, third, tmp_path / "machine-3", to=f"bob/xet-dedup-{unique}")
+    upload_sent(hub, bob, f"bob/xet-dedup-{unique}", path, third, tmp_path / "machine-3")
     assert Path(hub.log_path).read_text(errors="replace").count("xet dedup: chunk") == answered
 
 
@@ -442,15 +446,8 @@ def test_a_known_run_of_chunks_is_found_in_the_middle_of_a_new_file_from_another
     repo = f"alice/xet-middle-{unique}"
     known = random.Random(8).randbytes(20 * MiB)
     path = tmp_path / "shards.bin"
-    sent = []
-    for data, home in ((known, "machine-1"), (os.urandom(8 * MiB) + known, "machine-2")):
-        path.write_bytes(data)
-        before = xet_stats(hub)["xorb_bytes"]
-        check_ok(run_client(UPLOAD_FILE, client_env(hub, alice, tmp_path / home, T_REPO=repo, T_PATH=str(path))))
-        sent.append(xet_stats(hub)["xorb_bytes"] - before)
-        got = requests.get(f"{hub.url}/{repo}/resolve/main/shards.bin", timeout=60,
-                           headers={"Authorization": f"Bearer {alice}"})
-        assert got.content == data
+    sent = [upload_sent(hub, alice, repo, path, known, tmp_path / "machine-1"),
+            upload_sent(hub, alice, repo, path, os.urandom(8 * MiB) + known, tmp_path / "machine-2")]
     assert sent[0] >= 20 * MiB
     assert sent[1] < 22 * MiB, sent  # (all 28 MiB when the hub misses the chunk the client asks about)
 

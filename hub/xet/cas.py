@@ -36,8 +36,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from hub.content import blobs, refs, serving
-from hub.content.models import Blob, BlobProof
+from hub.content import blobs, serving
+from hub.content.models import Blob
 from hub.errors import BadRequest, HubError
 from hub.quotas import services as quotas
 from hub.quotas.models import Reservation
@@ -303,8 +303,7 @@ def dedup_shard(chunk_hex: str, *, user) -> bytes | None:
         return None
     files = dict(XetFile.objects.filter(xorbs__in=holders).values_list("hash", "blob_id")[:1000])
     sha256s = set(files.values())
-    readable = refs.readable_by(user, sha256s) | set(
-        BlobProof.objects.filter(user=user, blob_id__in=sha256s).values_list("blob_id", flat=True))
+    readable = blobs.can_reference(user, list(sha256s))
     readable_files = [h for h, b in files.items() if b in readable]
     if not readable_files:
         return None
