@@ -32,13 +32,16 @@ def client_env(hub, alice, tmp_path, monkeypatch) -> dict[str, str]:  # noqa: F8
     return env
 
 
-def run(env, url: str, out: Path, cache: Path, *, kill_after: str | None = None, slow_save: float = 0.0
-        ) -> list[str]:
+def run(env, url: str, out: Path, cache: Path, *, kill_after: str | None = None) -> list[str]:
     """Runs the training script as its own process (a fresh 'instance': own cache dir) and, with
-    `kill_after`, SIGKILLs it as soon as it prints that line. Returns the lines it printed."""
+    `kill_after`, SIGKILLs it as soon as it prints that line. Killing after `wrote N model.pt` makes
+    save N pause there (and only that save), so the kill lands between the checkpoint's two files.
+    Returns the lines it printed."""
     cache.mkdir(parents=True, exist_ok=True)
+    slow = ["--slow-save", "30", "--slow-step", kill_after.split()[1]] if kill_after and kill_after.startswith(
+        "wrote ") else []
     proc = subprocess.Popen([sys.executable, str(SCRIPT), url, "--steps", "30", "--every", "5", "--out", str(out),
-                             "--slow-save", str(slow_save)],
+                             *slow],
                             env=env | {"HUB_CACHE_DIR": str(cache), "HF_HUB_CACHE": str(cache / "hf")},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
@@ -76,7 +79,7 @@ def test_a_run_killed_anywhere_resumes_to_the_same_weights(hub, client_env, uniq
     # 1: killed between checkpoints (after step 7; step 5 is saved)
     resumed.append(run(client_env, url, out, tmp_path / "c1", kill_after="step 7")[0])
     # 2: killed in the middle of writing checkpoint 15 (model.pt written, train.pt and manifest not)
-    resumed.append(run(client_env, url, out, tmp_path / "c2", kill_after="wrote 15 model.pt", slow_save=30)[0])
+    resumed.append(run(client_env, url, out, tmp_path / "c2", kill_after="wrote 15 model.pt")[0])
     ckpts = Checkpoints(url)
     assert ckpts.steps()[0] == 15, "the killed save left its directory"
     assert ckpts.latest().step == 10, "the highest-numbered but incomplete checkpoint must not be picked"
@@ -131,8 +134,7 @@ def test_a_run_killed_anywhere_resumes_through_a_fresh_mount_on_another_instance
         for n, kill in enumerate(["step 12", "wrote 20 model.pt", None]):
             point = mount(n)
             points.append(point)
-            lines = run(client_env, str(point / f"ckpt-{unique}"), out, tmp_path / f"c{n}", kill_after=kill,
-                        slow_save=30 if kill and kill.startswith("wrote") else 0.0)
+            lines = run(client_env, str(point / f"ckpt-{unique}"), out, tmp_path / f"c{n}", kill_after=kill)
             resumed.append(lines[0])
             umount(point)
         assert resumed == ["resumed none", "resumed 10", "resumed 15"]

@@ -1,7 +1,7 @@
 """A small, deterministic training run that checkpoints to any fsspec URL (hub://volume/..., a
 mount path, a local dir) with storage.fs.checkpoint and resumes from the latest complete checkpoint.
 
-    python tests/scripts/ckpt_train.py URL --steps 30 --every 5 --out final.pt [--slow-save 0.5]
+    python tests/scripts/ckpt_train.py URL --steps 30 --every 5 --out final.pt [--slow-save 30 --slow-step 15]
 
 Prints one line per event (flushed), for a test that kills it at chosen points:
 `resumed N|none`, `step N` (after N optimizer steps), `saving N`, `wrote N model.pt`, `saved N`.
@@ -32,7 +32,8 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=5)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--slow-save", type=float, default=0.0, help="seconds to pause inside each save")
+    ap.add_argument("--slow-save", type=float, default=0.0, help="seconds to pause inside a save")
+    ap.add_argument("--slow-step", type=int, default=0, help="the save that pauses (0: every save)")
     args = ap.parse_args()
 
     torch.manual_seed(args.seed)
@@ -71,7 +72,8 @@ def main() -> None:
 
             def train_file(f, done=done):
                 say(f"wrote {done} model.pt")
-                time.sleep(args.slow_save)  # a kill here lands between the two files of a save
+                if args.slow_step in (0, done):  # a kill here lands between the two files of a save
+                    time.sleep(args.slow_save)
                 buf = io.BytesIO()
                 torch.save({"optim": opt.state_dict(), "rng": torch.get_rng_state()}, buf)
                 f.write(buf.getvalue())
