@@ -22,6 +22,7 @@ import subprocess
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -904,9 +905,15 @@ def test_kill_9_during_commits_leaves_the_old_or_the_new_revision_never_a_broken
         tree.pop(".gitattributes", None)
         assert tree == {p: len(d) for p, d in want.items()}
         session = requests.Session()
-        for path, data in want.items():
+        session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=8))
+
+        def read(path: str, session=session, head=head) -> tuple[str, int, bytes]:
             r = session.get(f"{hub.url}/alice/crash/resolve/{head}/{path}", headers=auth(token), timeout=60)
-            assert r.status_code == 200 and r.content == data, path
+            return path, r.status_code, r.content
+
+        with ThreadPoolExecutor(8) as pool:  # hundreds of files by the last round
+            for path, status, content in pool.map(read, want):
+                assert status == 200 and content == want[path], path
         assert_rows_point_at_stored_bytes(hub, bucket_objects(s3, hub.bucket))
         assert_quota_settled(hub)
         outcomes.append("new" if head_i == acked[-1] + 1 else "old")
