@@ -575,6 +575,7 @@ def commit(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> J
 def _commit(request: HttpRequest, repo: Repo, rev: str, actor: Actor, header: dict, ops: list, decoded: dict,
             cops: services.CommitOps, pr: pulls.Target | None = None) -> JsonResponse:
     try:
+        cops.store_inline([(ops[i][1]["path"], data) for i, data in decoded.items()], repo_type=repo.type)
         for i, (key, value) in enumerate(ops):
             path = value["path"]
             if key == "file":

@@ -376,6 +376,7 @@ class CommitOps:
     deletes: list[str] = field(default_factory=list)
     delete_folders: list[str] = field(default_factory=list)
     blobs: set[str] = field(default_factory=set)
+    _stored: dict = field(default_factory=dict)  # sha256 -> Blob stored by store_inline
 
     def add_file(self, path: str, blob: Blob, *, lfs: bool, git_oid: str | None = None) -> None:
         check_path(path)
@@ -393,16 +394,28 @@ class CommitOps:
         """The blobs of this commit that were uploaded before it (LFS objects), not sent inline."""
         return {e.ref for _, e in self.puts if e.lfs}
 
+    def store_inline(self, files: list[tuple[str, bytes]], *, repo_type: str = Repo.MODEL) -> None:
+        """Checks and stores the files sent inside the commit all at once (in parallel), before
+        `add_inline` adds them in the commit's order."""
+        for path, data in files:
+            self._check_inline(path, data, repo_type)
+        self._stored.update(blobs.ingest_many([data for _, data in files], self.user))
+
     def add_inline(self, path: str, data: bytes, *, repo_type: str = Repo.MODEL) -> None:
-        """A file sent inside the commit. A README.md card whose metadata is invalid is refused
-        before its bytes are stored (as upstream: the card is what tools read)."""
+        """A file sent inside the commit (stored now unless `store_inline` stored it)."""
+        self._check_inline(path, data, repo_type)
+        blob = self._stored.get(hashlib.sha256(data).hexdigest()) or blobs.ingest_bytes(data, self.user)
+        self.add_file(path, blob, lfs=False, git_oid=blobs.git_blob_oid(data))
+
+    @staticmethod
+    def _check_inline(path: str, data: bytes, repo_type: str) -> None:
+        """A README.md card whose metadata is invalid is refused before its bytes are stored (as
+        upstream: the card is what tools read)."""
         check_path(path)
         if path == README:
             errors, _ = check_card(data.decode("utf-8", "replace"), repo_type)
             if errors:
                 raise BadRequest("Invalid metadata in README.md: " + "; ".join(errors))
-        blob = blobs.ingest_bytes(data, self.user)
-        self.add_file(path, blob, lfs=False, git_oid=blobs.git_blob_oid(data))
 
     def add_lfs(self, path: str, sha256: str, size: int | None) -> None:
         check_path(path)
