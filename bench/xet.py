@@ -96,6 +96,33 @@ def client(script: str, env: dict) -> dict:
     return out
 
 
+STORE_DAEMONS = ("ceph-mon", "ceph-osd", "radosgw")
+
+
+def cpu_seconds(hub: Hub) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by the clients (this process, boto3's threads included,
+    and the client processes it ran), the hub's server processes and the store's daemons."""
+    import resource
+
+    import psutil
+
+    def used(procs) -> float:
+        total = 0.0
+        for p in procs:
+            try:
+                t = p.cpu_times()
+            except psutil.Error:
+                continue
+            total += t.user + t.system + t.children_user + t.children_system
+        return total
+
+    me = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    server = psutil.Process(hub.proc.pid)
+    return {"client": sum(r.ru_utime + r.ru_stime for r in me),
+            "hub": used([server, *server.children(recursive=True)]),
+            "store": used(p for p in psutil.process_iter(["name"]) if p.info["name"] in STORE_DAEMONS)}
+
+
 def xorb_bytes(hub: Hub) -> int:
     out = hub.manage("shell", "-c", "from django.db.models import Sum; from hub.xet.models import Xorb; "
                      "print(Xorb.objects.aggregate(s=Sum('size'))['s'] or 0)").stdout
@@ -142,6 +169,7 @@ def measure(hub: Hub, s3, bucket: str, tmp: Path, args, suffix: str) -> None:
     token = hub.token("bench")
     hub.manage("hub_token", "bench", "--quota", "1PB")
     ups: dict[str, list[float]] = {"xet": [], "lfs": [], "boto3": []}
+    cpu: dict[str, list[dict[str, float]]] = {"xet": [], "lfs": [], "boto3": []}  # per upload
     downs: dict[str, list[float]] = {"xet": [], "http": [], "boto3": []}
     sent_ratio, time_ratio, fresh_ratio = [], [], []
     for r in range(args.rounds):
@@ -149,10 +177,13 @@ def measure(hub: Hub, s3, bucket: str, tmp: Path, args, suffix: str) -> None:
             path = tmp / f"{how}.bin"
             digest = new_file(path, size)  # new bytes each time: nothing to dedup against
             repo = f"bench/{how}-{r}-{suffix}"
+            before_cpu = cpu_seconds(hub)
             if how == "boto3":
                 t0 = time.perf_counter()
                 s3.upload_file(str(path), bucket, f"baseline/{r}")
                 ups[how].append(time.perf_counter() - t0)
+                after = cpu_seconds(hub)
+                cpu[how].append({k: after[k] - before_cpu[k] for k in after})
                 t0 = time.perf_counter()
                 s3.download_file(bucket, f"baseline/{r}", str(tmp / "boto3.down"))
                 downs["boto3"].append(time.perf_counter() - t0)
@@ -163,6 +194,8 @@ def measure(hub: Hub, s3, bucket: str, tmp: Path, args, suffix: str) -> None:
             home = tmp / f"home-{how}-{r}"
             got = client(UPLOAD, client_env(hub, token, home, T_REPO=repo, T_PATH=str(path), **extra))
             ups[how].append(got["SECONDS"])
+            after = cpu_seconds(hub)  # (the client's count includes its Python start-up and imports)
+            cpu[how].append({k: after[k] - before_cpu[k] for k in after})
             if how == "xet":  # the download benchmarks read what went up through Xet
                 for kind, more in (("xet", {}), ("http", {"HF_HUB_DISABLE_XET": "1"})):
                     down = client(DOWNLOAD, client_env(hub, token, tmp / f"down-{kind}-{r}", T_REPO=repo, **more))
@@ -198,13 +231,18 @@ def measure(hub: Hub, s3, bucket: str, tmp: Path, args, suffix: str) -> None:
     mb = size / 1e6
     print(f"{'workload':<44} {'median s':>9} {'MB/s':>8}")
     for k, v in up.items():
-        print(f"{'upload ' + k:<44} {v:>9.2f} {mb / v:>8.0f}")
+        used = {part: statistics.median(c[part] for c in cpu[k]) for part in ("client", "hub", "store")}
+        print(f"{'upload ' + k:<44} {v:>9.2f} {mb / v:>8.0f}   CPU s: client {used['client']:.1f}, "
+              f"hub {used['hub']:.1f}, store {used['store']:.1f}")
     for k, v in down.items():
         print(f"{'download ' + k:<44} {v:>9.2f} {mb / v:>8.0f}")
     print(f"1% changed re-upload: {100 * statistics.median(sent_ratio):.2f} % of the bytes sent, "
           f"{statistics.median(time_ratio):.2f}x the first upload's time; from another machine "
           f"{100 * statistics.median(fresh_ratio):.2f} %")
-    detail = (f"xet {up['xet']:.2f} s, lfs {up['lfs']:.2f} s, boto3 {up['boto3']:.2f} s ({args.size_mib} MiB)")
+    spent = {k: "/".join(f"{statistics.median(c[part] for c in cpu[k]):.1f}" for part in ("client", "hub", "store"))
+             for k in cpu}
+    detail = (f"xet {up['xet']:.2f} s, lfs {up['lfs']:.2f} s, boto3 {up['boto3']:.2f} s ({args.size_mib} MiB); "
+              f"CPU s client/hub/store: xet {spent['xet']}, lfs {spent['lfs']}, boto3 {spent['boto3']}")
     report("xet", f"{args.size_mib} MiB upload: hf_xet / boto3", ratio=up["boto3"] / up["xet"], target=0.8,
            detail=detail)
     report("xet", f"{args.size_mib} MiB upload: hf_xet / LFS path", ratio=up["lfs"] / up["xet"], detail=detail)
@@ -223,7 +261,7 @@ def measure(hub: Hub, s3, bucket: str, tmp: Path, args, suffix: str) -> None:
     report("xet", f"{args.size_mib} MiB re-upload from another machine, 1 % changed: share of bytes sent "
            "(lower is better)", ratio=None, target=None,
            detail=f"{100 * share:.2f} % sent (target < 5 %: {'met' if share < 0.05 else 'NOT met'})")
-    print(json.dumps({"upload": up, "download": down, "sent": sent_ratio, "time": time_ratio,
+    print(json.dumps({"upload": up, "upload_cpu": cpu, "download": down, "sent": sent_ratio, "time": time_ratio,
                       "sent_fresh": fresh_ratio}), file=sys.stderr)
 
 
