@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.mount import STORE_DAEMONS  # noqa: E402
 from bench.result import report  # noqa: E402
 from tests.support.hf_client import client_env  # noqa: E402
 from tests.support.servers import Hub, base_env, fresh_database, launch_hub, scratch_bucket  # noqa: E402
@@ -96,9 +97,6 @@ def client(script: str, env: dict) -> dict:
     return out
 
 
-STORE_DAEMONS = ("ceph-mon", "ceph-osd", "radosgw")
-
-
 def cpu_seconds(hub: Hub) -> dict[str, float]:
     """CPU seconds (user + system) used so far by the clients (this process, boto3's threads included,
     and the client processes it ran), the hub's server processes and the store's daemons."""
@@ -121,6 +119,11 @@ def cpu_seconds(hub: Hub) -> dict[str, float]:
     return {"client": sum(r.ru_utime + r.ru_stime for r in me),
             "hub": used([server, *server.children(recursive=True)]),
             "store": used(p for p in psutil.process_iter(["name"]) if p.info["name"] in STORE_DAEMONS)}
+
+
+def cpu_since(hub: Hub, before: dict[str, float]) -> dict[str, float]:
+    now = cpu_seconds(hub)
+    return {k: now[k] - before[k] for k in now}
 
 
 def xorb_bytes(hub: Hub) -> int:
@@ -182,8 +185,7 @@ def measure(hub: Hub, s3, bucket: str, tmp: Path, args, suffix: str) -> None:
                 t0 = time.perf_counter()
                 s3.upload_file(str(path), bucket, f"baseline/{r}")
                 ups[how].append(time.perf_counter() - t0)
-                after = cpu_seconds(hub)
-                cpu[how].append({k: after[k] - before_cpu[k] for k in after})
+                cpu[how].append(cpu_since(hub, before_cpu))
                 t0 = time.perf_counter()
                 s3.download_file(bucket, f"baseline/{r}", str(tmp / "boto3.down"))
                 downs["boto3"].append(time.perf_counter() - t0)
@@ -194,8 +196,7 @@ def measure(hub: Hub, s3, bucket: str, tmp: Path, args, suffix: str) -> None:
             home = tmp / f"home-{how}-{r}"
             got = client(UPLOAD, client_env(hub, token, home, T_REPO=repo, T_PATH=str(path), **extra))
             ups[how].append(got["SECONDS"])
-            after = cpu_seconds(hub)  # (the client's count includes its Python start-up and imports)
-            cpu[how].append({k: after[k] - before_cpu[k] for k in after})
+            cpu[how].append(cpu_since(hub, before_cpu))  # (the client's count includes its Python start-up)
             if how == "xet":  # the download benchmarks read what went up through Xet
                 for kind, more in (("xet", {}), ("http", {"HF_HUB_DISABLE_XET": "1"})):
                     down = client(DOWNLOAD, client_env(hub, token, tmp / f"down-{kind}-{r}", T_REPO=repo, **more))

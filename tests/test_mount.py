@@ -209,9 +209,9 @@ def test_listing_a_directory_prefetches_its_small_files(hub, alice, unique, tmp_
     # one commit carrying the (text) files inline, as huggingface_hub sends small text files: `hub
     # push` and the LFS/Xet path spend a request or more per file (~30 s for these 300 on RGW, a
     # cost of its own that the benchmarks track)
-    HfApi(endpoint=hub.url, token=alice).create_repo(repo)
-    HfApi(endpoint=hub.url, token=alice).create_commit(
-        repo, [CommitOperationAdd(path, data) for path, data in files.items()], commit_message="files")
+    api = HfApi(endpoint=hub.url, token=alice)
+    api.create_repo(repo)
+    api.create_commit(repo, [CommitOperationAdd(path, data) for path, data in files.items()], commit_message="files")
     m = mounts.mount(client_env(hub, alice, tmp_path / "cache"), repo, "many")
     assert len(os.listdir(m / "shards")) == 300
     deadline = time.time() + 30
