@@ -48,6 +48,7 @@ log = logging.getLogger("hub.xet")
 
 XORB_PURPOSE = "xet xorb"
 MAX_SHARD_BYTES = 64 * 2**20
+BODY_BLOCK = 2**20  # how much of a request body a xorb upload reads at a time
 
 
 class XetFormatError(BadRequest):
@@ -84,16 +85,22 @@ def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user
     t0 = time.monotonic()
     try:
         with tempfile.NamedTemporaryFile(dir=_cache_dir(), prefix=".incoming-") as spool:
-            received = [0]
 
-            def tee(n: int) -> bytes:
-                data = read(min(n, length - received[0])) if received[0] < length else b""
-                received[0] += len(data)
-                spool.write(data)
-                return data
+            def blocks() -> Iterator[bytes]:
+                # The body in large reads (the parser asks for 8-byte headers and ~64 KiB payloads:
+                # read one by one from the server's body reader, each small read cost a copy of its
+                # buffer), each written to the spool as it arrives.
+                left = length
+                while left > 0:
+                    data = read(min(left, BODY_BLOCK))
+                    if not data:
+                        return
+                    left -= len(data)
+                    spool.write(data)
+                    yield data
 
             try:
-                chunks = xf.verify_xorb(tee, hash_hex, limit=length)
+                chunks = xf.verify_xorb(_Reader(blocks()).read, hash_hex, limit=length)
             except xf.FormatError as err:
                 log.warning("xet xorb %s refused: %s", hash_hex, err)
                 raise XetFormatError(f"xorb {hash_hex}: {err}") from None
@@ -380,24 +387,32 @@ class _Rebuild(io.RawIOBase):
 
 
 class _Reader:
-    """read(n) over an iterator of byte strings."""
+    """read(n) over an iterator of byte strings, copying each byte once (the caller's reads are
+    often much smaller than the pieces: 8-byte chunk headers out of 1 MiB blocks)."""
 
     def __init__(self, pieces: Iterator[bytes]) -> None:
         self.pieces = iter(pieces)
-        self.buf = bytearray()
+        self.buf = b""
+        self.pos = 0
 
     def read(self, n: int) -> bytes:
-        while len(self.buf) < n:
+        buf, pos = self.buf, self.pos
+        if len(buf) - pos >= n:
+            self.pos = pos + n
+            return buf[pos:pos + n]
+        parts, have = ([buf[pos:]] if pos < len(buf) else []), len(buf) - pos
+        self.buf, self.pos = b"", 0
+        while have < n:
             piece = next(self.pieces, None)
             if piece is None:
                 break
-            self.buf += piece
-        data = bytes(self.buf[:n])
-        del self.buf[:n]
-        return data
-
-
-# --- downloads -----------------------------------------------------------------------------------
+            if have + len(piece) > n:  # keep the rest for the next read
+                self.buf, self.pos = piece, n - have
+                parts.append(piece[:n - have])
+                break
+            parts.append(piece)
+            have += len(piece)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def file_of_blob(sha256: str) -> XetFile | None:

@@ -330,9 +330,17 @@ class S3Store(ObjectStore):
 
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        # Every byte the hub PUTs is hashed by the hub itself (sha256 of a blob, blake3 of a xorb's
+        # chunks) and checked again when read, so botocore's own passes over the body are dropped:
+        # over plain http it would sha256 every body to sign it and, by default, CRC32 it too — two
+        # extra reads of each byte in Python, most of the hub's CPU on a proxied upload (bench/README,
+        # Xet section). The signature still covers the request; the body goes as UNSIGNED-PAYLOAD,
+        # as every presigned PUT does.
         config = Config(
             signature_version="s3v4",
-            s3={"addressing_style": os.environ.get("HUB_S3_ADDRESSING", "path")},
+            s3={"addressing_style": os.environ.get("HUB_S3_ADDRESSING", "path"), "payload_signing_enabled": False},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
             retries={"max_attempts": 3, "mode": "standard"},
             connect_timeout=5,
             read_timeout=60,
@@ -407,8 +415,10 @@ class S3Store(ObjectStore):
         from botocore.exceptions import BotoCoreError
 
         try:
+            # Up to 80 MiB (a whole xorb) in one PUT: a multipart upload would cost two more round trips.
             self.client.upload_fileobj(stream, self.bucket, self._key(key),
-                                       Config=TransferConfig(multipart_chunksize=64 * 2**20, max_concurrency=4))
+                                       Config=TransferConfig(multipart_threshold=80 * 2**20,
+                                                             multipart_chunksize=64 * 2**20, max_concurrency=4))
         except BotoCoreError as err:
             raise StoreUnavailableError(f"object store unreachable: {err}") from err
 
