@@ -175,6 +175,10 @@ HUB_COMMIT_WINDOW = envint("HUB_COMMIT_WINDOW", 3600)
 # without sending it again, so a shorter retention would make its later uploads fail.
 HUB_XET_TOKEN_SECONDS = envint("HUB_XET_TOKEN_SECONDS", 3600)
 HUB_XET_RETENTION = envint("HUB_XET_RETENTION", 30 * 24 * 3600)
+# On an S3 store, xorbs are written to it this many seconds after they arrived (hub.xet.staging),
+# from the receiving server's disk, so an upload waits for one write of its bytes (the blob), not
+# two. 0 writes each xorb before answering its upload.
+HUB_XET_WRITE_BEHIND = envint("HUB_XET_WRITE_BEHIND", 30)
 HUB_DEFAULT_QUOTA = envsize("HUB_DEFAULT_QUOTA", "50GB")
 HUB_PUBLIC_URL = env("HUB_PUBLIC_URL")  # client-facing base URL when behind a proxy that hides it
 

@@ -14,12 +14,14 @@ def _warm_up() -> None:
     from django.urls import get_resolver
 
     from hub.content import blobs
+    from hub.xet import staging
 
     get_resolver().url_patterns  # noqa: B018 — imports the URL conf and every view module
     try:
         blobs.object_store()
     except Exception:  # noqa: BLE001 — a bad storage URL: the requests that need it say so, as before
         logging.getLogger("hub").exception("cannot set up the object store client")
+    staging.resume()  # xorbs an earlier process of this server staged and did not write yet
 
 
 _warm_up()

@@ -27,6 +27,7 @@ from hub.content.models import Blob, UploadSession
 from hub.quotas import services as quotas
 from hub.uploads import sessions
 from hub.xet import cas as xet
+from hub.xet import staging as xet_staging
 
 log = logging.getLogger("hub.gc")
 PREFIXES = ("blobs/", "staging/")
@@ -159,6 +160,8 @@ def run(grace: timedelta = timedelta(hours=1), *, dry_run: bool = False) -> Repo
     report.orphans_deleted, report.uploads_aborted = collect_orphans(grace, dry_run=dry_run)
     # Xet's xorbs have a retention of their own (hub.xet.cas: clients reuse them for weeks)
     report.xorbs_deleted = xet.collect(timedelta(seconds=settings.HUB_XET_RETENTION), dry_run=dry_run)
+    if not dry_run:  # xorbs a server staged and did not write (it died): written or rebuilt from blobs
+        xet_staging.recover(max(grace, timedelta(seconds=10 * settings.HUB_XET_WRITE_BEHIND)))
     if not dry_run:
         report.quota_drift = reconcile_quotas()
     return report

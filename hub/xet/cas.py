@@ -42,6 +42,7 @@ from hub.errors import BadRequest, HubError
 from hub.quotas import services as quotas
 from hub.quotas.models import Reservation
 from hub.xet import format as xf
+from hub.xet import staging
 from hub.xet.models import INDEX_ENTRY, XetChunk, XetFile, Xorb
 
 log = logging.getLogger("hub.xet")
@@ -84,7 +85,7 @@ def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user
                                  ttl=timedelta(seconds=settings.HUB_COMMIT_WINDOW))
     t0 = time.monotonic()
     try:
-        with tempfile.NamedTemporaryFile(dir=_cache_dir(), prefix=".incoming-") as spool:
+        with tempfile.NamedTemporaryFile(dir=cache_dir(), prefix=".incoming-") as spool:
 
             def blocks() -> Iterator[bytes]:
                 # The body in large reads (the parser asks for 8-byte headers and ~64 KiB payloads:
@@ -109,24 +110,31 @@ def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user
             spool.truncate(end)  # (a footer a client may append is not kept)
             spool.flush()
             store = blobs.object_store()
-            if store.local_path(xorb_key(hash_hex)) is None:
+            behind = staging.enabled()
+            if behind:  # written to the store a little later (hub.xet.staging), off the upload's path
+                staging.stage(spool.name, hash_hex)
+            elif store.local_path(xorb_key(hash_hex)) is None:
                 # Kept here for a while: the shard that follows rebuilds its files from local disk
                 # rather than reading the xorb back from the store. (Linked before the upload: boto3
                 # closes the file it sends, which deletes a temporary file.)
                 with contextlib.suppress(FileExistsError):  # (the same xorb, received twice at once)
-                    os.link(spool.name, _cache_dir() / hash_hex)
-            spool.seek(0)
-            store.put_stream(xorb_key(hash_hex), spool, end)
+                    os.link(spool.name, cache_dir() / hash_hex)
+            if not behind:
+                spool.seek(0)
+                store.put_stream(xorb_key(hash_hex), spool, end)
         index = b"".join(INDEX_ENTRY.pack(c.hash, c.end, c.size) for c in chunks)
         try:
             with transaction.atomic():
                 Xorb.objects.create(hash=hash_hex, size=end, unpacked=sum(c.size for c in chunks),
                                     chunk_count=len(chunks), index=index, key=xorb_key(hash_hex),
-                                    uploaded_by=user if getattr(user, "pk", None) else None)
+                                    uploaded_by=user if getattr(user, "pk", None) else None,
+                                    in_store=not behind, staged_on=staging.NODE if behind else "")
         except IntegrityError:  # the same xorb from a concurrent upload: same bytes, same key
             return False
-        log.info("xet xorb %s: %d chunks, %d bytes received and checked in %.2f s, stored in %.2f s", hash_hex,
-                 len(chunks), end, t1 - t0, time.monotonic() - t1)
+        if behind:
+            staging.wake()
+        log.info("xet xorb %s: %d chunks, %d bytes received and checked in %.2f s, %s in %.2f s", hash_hex,
+                 len(chunks), end, t1 - t0, "staged" if behind else "stored", time.monotonic() - t1)
     except BaseException:
         quotas.release(reservation)
         raise
@@ -137,7 +145,7 @@ CACHE_SECONDS = 3600  # how long a xorb stays in the local cache after it arrive
 _pruned = [0.0]
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     """Xorbs received lately, on this machine's disk (HUB_DATA_DIR/xet-cache), for the rebuild of the
     files their shard names: the shard normally follows its xorbs within seconds. Entries go after
     CACHE_SECONDS; a shard that finds none (another machine got the xorbs, or they are old) reads
@@ -160,9 +168,12 @@ def _cached_range(hash_hex: str, start: int, end: int) -> Iterator[bytes] | None
     """Bytes [start, end) of a xorb from the local cache, or None if it holds none. (A short copy
     shows up as a truncated xorb when it is parsed.)"""
     try:
-        fh = open(_cache_dir() / hash_hex, "rb")
+        fh = open(cache_dir() / hash_hex, "rb")
     except FileNotFoundError:
-        return None
+        try:  # (staged: not in the store yet)
+            fh = open(staging.staged_dir() / hash_hex, "rb")
+        except FileNotFoundError:
+            return None
     fh.seek(start)
     return serving.file_range(fh, end - start)
 
@@ -349,6 +360,8 @@ class _Rebuild(io.RawIOBase):
             chunks = xorbs[xh].chunks()[first:end]
             start, end = chunks[0][1], chunks[-1][2]
             cached = _cached_range(xh, start, end)  # (verified moments ago: its chunks are not hashed again)
+            if cached is None and not xorbs[xh].in_store:  # staged on another server: wait for its write
+                staging.ensure_in_store({xh})
             stream = _Reader(cached or store.read(xorb_key(xh), start, end))
             try:
                 for i, (chunk, data) in enumerate(xf.iter_xorb(stream.read, limit=end - start,
@@ -418,17 +431,19 @@ class _Reader:
 def file_of_blob(sha256: str) -> XetFile | None:
     """The Xet file whose chunks the hub holds for this blob, if any (downloads through Xet; an empty
     file has no chunks to fetch and is always served over HTTP)."""
-    return XetFile.objects.filter(blob_id=sha256, size__gt=0).order_by("-created").first()
+    files = list(XetFile.objects.filter(blob_id=sha256, size__gt=0).order_by("-created")[:8])
+    away = staging.elsewhere() if files else set()  # (xorbs another server has yet to store)
+    return next((f for f in files if not away.intersection(t[0] for t in f.terms)), None)
 
 
 def files_of_blobs(sha256s: list[str]) -> dict[str, str]:
     """{sha256: Xet file hash} for those of these blobs the hub holds as Xet files."""
-    out: dict[str, str] = {}
+    found: list[tuple[str, str, list]] = []
     for i in range(0, len(sha256s), 1000):
-        for h, sha in (XetFile.objects.filter(blob_id__in=sha256s[i:i + 1000], size__gt=0)
-                       .values_list("hash", "blob_id")):
-            out[sha] = h
-    return out
+        found += XetFile.objects.filter(blob_id__in=sha256s[i:i + 1000], size__gt=0).values_list(
+            "hash", "blob_id", "terms")
+    away = staging.elsewhere() if found else set()  # (xorbs another server has yet to store)
+    return {sha: h for h, sha, terms in found if not away.intersection(t[0] for t in terms)}
 
 
 @dataclass
@@ -449,6 +464,9 @@ def reconstruction(f: XetFile, start: int, end: int) -> tuple[int, list[Piece]]:
     xorbs = {x.hash: x for x in Xorb.objects.filter(pk__in={t[0] for t in f.terms})}
     if len(xorbs) != len({t[0] for t in f.terms}):
         raise HubError("some chunks of this file are no longer held for Xet; download it over HTTP")
+    staged = {h for h, x in xorbs.items() if not x.in_store}
+    if staged:  # (write-behind: the client fetches them from the store)
+        staging.ensure_in_store(staged)
     pos = 0
     skip = 0
     out: list[Piece] = []

@@ -30,6 +30,10 @@ class Xorb(models.Model):
     # Last time a shard named it: it is kept HUB_XET_RETENTION after that (clients' shard caches
     # reuse xorbs they uploaded for weeks), then collected.
     touched = models.DateTimeField(default=timezone.now, db_index=True)
+    # Write-behind (hub.xet.staging): a xorb is first kept on the disk of the server that received it
+    # (`staged_on` names that server) and written to the store a little later, off the upload's path.
+    in_store = models.BooleanField(default=True, db_index=True)
+    staged_on = models.CharField(max_length=100, blank=True, default="")
 
     def __str__(self) -> str:
         return f"xorb {self.hash[:12]} ({self.chunk_count} chunks, {self.size} B)"

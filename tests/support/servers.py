@@ -56,6 +56,9 @@ def base_env() -> dict[str, str]:
     env["HUB_TOKEN_CREATE_RATE"] = "100000/m"
     # Test upstreams (a second hub) listen on loopback; users may mirror from there in tests only.
     env["HUB_MIRROR_USER_HOSTS"] = "127.0.0.1,huggingface.co"
+    # Xorbs reach an S3 store this long after they arrived (30 s by default): long enough for a test
+    # to see them staged, short enough for one to wait for the write (tests/test_xet.py).
+    env["HUB_XET_WRITE_BEHIND"] = "10"
     return env
 
 
