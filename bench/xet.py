@@ -97,6 +97,19 @@ def client(script: str, env: dict) -> dict:
     return out
 
 
+def wait_written(hub: Hub, limit: float = 600) -> None:
+    """Waits until the hub has written every xorb to the store (write-behind: HUB_XET_WRITE_BEHIND
+    seconds after they arrived), polling its database (a cheap query: not a process per poll)."""
+    import psycopg
+
+    deadline = time.monotonic() + limit
+    with psycopg.connect(hub.env["DATABASE_URL"], autocommit=True) as db:
+        while db.execute("SELECT count(*) FROM xet_xorb WHERE NOT in_store").fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the hub did not write its staged xorbs to the store")
+            time.sleep(0.2)
+
+
 def cpu_seconds(hub: Hub) -> dict[str, float]:
     """CPU seconds (user + system) used so far by the clients (this process, boto3's threads included,
     and the client processes it ran), the hub's server processes and the store's daemons."""
@@ -175,6 +188,8 @@ def measure(hub: Hub, s3, bucket: str, tmp: Path, args, suffix: str) -> None:
     cpu: dict[str, list[dict[str, float]]] = {"xet": [], "lfs": [], "boto3": []}  # per upload
     downs: dict[str, list[float]] = {"xet": [], "http": [], "boto3": []}
     sent_ratio, time_ratio, fresh_ratio = [], [], []
+    behind: list[float] = []  # seconds from the end of a Xet upload to its xorbs being in the store
+    total_cpu: list[dict[str, float]] = []  # a Xet upload's CPU, its xorbs' write-behind included
     for r in range(args.rounds):
         for how in ("boto3", "xet", "lfs"):
             path = tmp / f"{how}.bin"
@@ -196,7 +211,15 @@ def measure(hub: Hub, s3, bucket: str, tmp: Path, args, suffix: str) -> None:
             home = tmp / f"home-{how}-{r}"
             got = client(UPLOAD, client_env(hub, token, home, T_REPO=repo, T_PATH=str(path), **extra))
             ups[how].append(got["SECONDS"])
+            print(f"round {r + 1}: upload {how}: {got['SECONDS']:.2f} s", file=sys.stderr)
             cpu[how].append(cpu_since(hub, before_cpu))  # (the client's count includes its Python start-up)
+            if how == "xet":  # then the xorbs' write to the store, after the upload returned
+                t0 = time.perf_counter()
+                wait_written(hub)
+                behind.append(time.perf_counter() - t0)
+                total_cpu.append(cpu_since(hub, before_cpu))
+                print(f"round {r + 1}: xorbs in the store {behind[-1]:.1f} s after the upload returned",
+                      file=sys.stderr)
             if how == "xet":  # the download benchmarks read what went up through Xet
                 for kind, more in (("xet", {}), ("http", {"HF_HUB_DISABLE_XET": "1"})):
                     down = client(DOWNLOAD, client_env(hub, token, tmp / f"down-{kind}-{r}", T_REPO=repo, **more))
@@ -242,8 +265,11 @@ def measure(hub: Hub, s3, bucket: str, tmp: Path, args, suffix: str) -> None:
           f"{100 * statistics.median(fresh_ratio):.2f} %")
     spent = {k: "/".join(f"{statistics.median(c[part] for c in cpu[k]):.1f}" for part in ("client", "hub", "store"))
              for k in cpu}
+    with_behind = "/".join(f"{statistics.median(c[part] for c in total_cpu):.1f}" for part in ("client", "hub", "store"))
     detail = (f"xet {up['xet']:.2f} s, lfs {up['lfs']:.2f} s, boto3 {up['boto3']:.2f} s ({args.size_mib} MiB); "
-              f"CPU s client/hub/store: xet {spent['xet']}, lfs {spent['lfs']}, boto3 {spent['boto3']}")
+              f"CPU s client/hub/store: xet {spent['xet']} ({with_behind} with the xorbs' write-behind, in the "
+              f"store {statistics.median(behind):.0f} s after the upload returned), lfs {spent['lfs']}, "
+              f"boto3 {spent['boto3']}")
     report("xet", f"{args.size_mib} MiB upload: hf_xet / boto3", ratio=up["boto3"] / up["xet"], target=0.8,
            detail=detail)
     report("xet", f"{args.size_mib} MiB upload: hf_xet / LFS path", ratio=up["lfs"] / up["xet"], detail=detail)
@@ -262,7 +288,8 @@ def measure(hub: Hub, s3, bucket: str, tmp: Path, args, suffix: str) -> None:
     report("xet", f"{args.size_mib} MiB re-upload from another machine, 1 % changed: share of bytes sent "
            "(lower is better)", ratio=None, target=None,
            detail=f"{100 * share:.2f} % sent (target < 5 %: {'met' if share < 0.05 else 'NOT met'})")
-    print(json.dumps({"upload": up, "upload_cpu": cpu, "download": down, "sent": sent_ratio, "time": time_ratio,
+    print(json.dumps({"upload": up, "upload_cpu": cpu, "upload_cpu_with_write_behind": total_cpu,
+                      "written_after": behind, "download": down, "sent": sent_ratio, "time": time_ratio,
                       "sent_fresh": fresh_ratio}), file=sys.stderr)
 
 
