@@ -25,7 +25,7 @@ BENCHES = [
     ("catalog_pg", "bench/catalog.py --database-url postgresql://postgres@127.0.0.1:5432/catalog_bench",
      "bench/catalog.py --repos 2000 --database-url postgresql://postgres@127.0.0.1:5432/catalog_bench"),
     ("mirror", "bench/mirror.py", "bench/mirror.py --quick"),
-    ("xet", "bench/xet.py --size-mib 1024", "bench/xet.py --size-mib 128"),
+    ("xet", "bench/xet.py --size-mib 1024 --rounds 3", "bench/xet.py --size-mib 128"),
     ("tree_scale", "bench/tree_scale.py --files 1000000 --database-url "
                    "postgresql://postgres@127.0.0.1:5432/tree_scale_bench",
      "bench/tree_scale.py --files 20000"),

@@ -97,6 +97,12 @@ def client(script: str, env: dict) -> dict:
     return out
 
 
+def server_env() -> dict[str, str]:
+    """The test servers' environment with the hub's own default write-behind delay (the tests shorten
+    it to watch it work)."""
+    return {k: v for k, v in base_env().items() if k != "HUB_XET_WRITE_BEHIND"}
+
+
 def wait_written(hub: Hub, limit: float = 600) -> None:
     """Waits until the hub has written every xorb to the store (write-behind: HUB_XET_WRITE_BEHIND
     seconds after they arrived), polling its database (a cheap query: not a process per poll)."""
@@ -165,7 +171,7 @@ def main() -> None:
                       aws_secret_access_key=rgw["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
     try:
         with fresh_database(f"bench_xet_{suffix}") as db, scratch_bucket(rgw, f"bench-xet-{suffix}") as bucket, \
-                launch_hub("bench", base_env() | rgw | {"HUB_DATA_DIR": str(tmp / "hub"), "DATABASE_URL": db,
+                launch_hub("bench", server_env() | rgw | {"HUB_DATA_DIR": str(tmp / "hub"), "DATABASE_URL": db,
                                                         "HUB_STORAGE_URL": f"s3://{bucket}"}, tmp / "hub") as hub:
             measure(hub, s3, bucket, tmp, args, suffix)
             for line in log.read_text(errors="replace").splitlines():
