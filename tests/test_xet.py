@@ -642,3 +642,49 @@ def test_xorbs_staged_by_a_server_that_died_are_rebuilt_from_the_blobs(hub, alic
     got = result(check_ok(run_client(DOWNLOAD, client_env(hub, alice, tmp_path / "down", T_REPO=repo,
                                                           T_FILE="corpus.bin"))))
     assert got["one"] == sha(data) and reconstructions(hub) > seen
+
+
+def test_a_second_replica_serves_xorbs_another_one_staged(hub, alice, unique, tmp_path, with_xet):
+    """Two web servers on one database and bucket, each with its own disk, behind no sticky balancer:
+    a file whose xorbs one staged reads on the other over HTTP (Xet advertised only where they are),
+    and a shard sent to the other waits for the first one's write instead of failing."""
+    if hub.name == "embedded":
+        pytest.skip("the local backend writes xorbs at once: nothing is ever staged")
+    import time
+
+    from tests.support.servers import launch_hub
+
+    data = tmp_path / "replica"
+    data.mkdir()
+    env = hub.env | {"HUB_DATA_DIR": str(data), "SECRET_KEY": (hub.data_dir / "secret-key").read_text().strip()}
+    with launch_hub("replica", env, data) as other:
+        repo = f"alice/xet-replicas-{unique}"
+        api = hub.api(alice)
+        api.create_repo(repo)
+        content = os.urandom(2 * MiB + 5)
+        api.upload_file(path_or_fileobj=content, path_in_repo="w.bin", repo_id=repo)
+        auth = {"Authorization": f"Bearer {alice}"}
+        heads = {h.name: requests.head(f"{h.url}/{repo}/resolve/main/w.bin", headers=auth, timeout=30)
+                 for h in (hub, other)}
+        assert "X-Xet-Hash" in heads["pg_rgw"].headers and "X-Xet-Hash" not in heads["replica"].headers
+        assert requests.get(f"{other.url}/{repo}/resolve/main/w.bin", headers=auth, timeout=30).content == content
+        # a xorb staged by the first server, its shard sent to the second
+        cas, cas_auth = cas_token(hub, alice, repo)
+        more = os.urandom(300_000)
+        xorb_hash, body, entries = build_xorb(more)
+        assert requests.post(f"{cas}/v1/xorbs/default/{xorb_hash}", data=body, headers=cas_auth,
+                             timeout=30).status_code == 200
+        t0 = time.monotonic()
+        r = requests.post(f"{cas.replace(hub.url, other.url)}/v1/shards", headers=cas_auth, timeout=120,
+                          data=build_shard(xorb_hash, entries, hashlib.sha256(more).digest()))
+        assert r.status_code == 200, r.text
+        assert time.monotonic() - t0 > 1  # (it waited for the first server's write-behind: 10 s here)
+        rows = hub.manage("shell", "-c", "from hub.xet.models import Xorb; "
+                          f"print(Xorb.objects.get(pk='{xorb_hash}').in_store)").stdout
+        assert rows.strip().splitlines()[-1] == "True"
+        # once written, both servers send Xet clients to the store
+        head = requests.head(f"{other.url}/{repo}/resolve/main/w.bin", headers=auth, timeout=30)
+        assert head.headers["X-Xet-Hash"] == heads["pg_rgw"].headers["X-Xet-Hash"]
+        got = result(check_ok(run_client(DOWNLOAD, client_env(other, alice, tmp_path / "down", T_REPO=repo,
+                                                              T_FILE="w.bin"))))
+        assert got["one"] == sha(content)

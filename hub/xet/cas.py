@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -43,21 +42,16 @@ from hub.quotas import services as quotas
 from hub.quotas.models import Reservation
 from hub.xet import format as xf
 from hub.xet import staging
-from hub.xet.models import INDEX_ENTRY, XetChunk, XetFile, Xorb
+from hub.xet.models import INDEX_ENTRY, XORB_PURPOSE, XetChunk, XetFile, Xorb, xorb_key
 
 log = logging.getLogger("hub.xet")
 
-XORB_PURPOSE = "xet xorb"
 MAX_SHARD_BYTES = 64 * 2**20
 BODY_BLOCK = 2**20  # how much of a request body a xorb upload reads at a time
 
 
 class XetFormatError(BadRequest):
     code = "XetFormatError"
-
-
-def xorb_key(hash_hex: str) -> str:
-    return f"xorbs/{hash_hex[:2]}/{hash_hex}"
 
 
 def check_hash(value: str, what: str = "hash") -> str:
@@ -85,7 +79,7 @@ def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user
                                  ttl=timedelta(seconds=settings.HUB_COMMIT_WINDOW))
     t0 = time.monotonic()
     try:
-        with tempfile.NamedTemporaryFile(dir=cache_dir(), prefix=".incoming-") as spool:
+        with tempfile.NamedTemporaryFile(dir=staging.cache_dir(), prefix=".incoming-") as spool:
 
             def blocks() -> Iterator[bytes]:
                 # The body in large reads (the parser asks for 8-byte headers and ~64 KiB payloads:
@@ -118,7 +112,7 @@ def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user
                 # rather than reading the xorb back from the store. (Linked before the upload: boto3
                 # closes the file it sends, which deletes a temporary file.)
                 with contextlib.suppress(FileExistsError):  # (the same xorb, received twice at once)
-                    os.link(spool.name, cache_dir() / hash_hex)
+                    os.link(spool.name, staging.cache_dir() / hash_hex)
             if not behind:
                 spool.seek(0)
                 store.put_stream(xorb_key(hash_hex), spool, end)
@@ -141,34 +135,11 @@ def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user
     return True
 
 
-CACHE_SECONDS = 3600  # how long a xorb stays in the local cache after it arrived
-_pruned = [0.0]
-
-
-def cache_dir() -> Path:
-    """Xorbs received lately, on this machine's disk (HUB_DATA_DIR/xet-cache), for the rebuild of the
-    files their shard names: the shard normally follows its xorbs within seconds. Entries go after
-    CACHE_SECONDS; a shard that finds none (another machine got the xorbs, or they are old) reads
-    from the store."""
-    path = Path(settings.HUB_DATA_DIR) / "xet-cache"
-    path.mkdir(exist_ok=True)
-    if time.monotonic() - _pruned[0] > 60:
-        _pruned[0] = time.monotonic()
-        cutoff = time.time() - CACHE_SECONDS
-        for entry in os.scandir(path):
-            try:
-                if entry.stat().st_mtime < cutoff:
-                    os.unlink(entry.path)
-            except FileNotFoundError:
-                pass
-    return path
-
-
 def _cached_range(hash_hex: str, start: int, end: int) -> Iterator[bytes] | None:
     """Bytes [start, end) of a xorb from the local cache, or None if it holds none. (A short copy
     shows up as a truncated xorb when it is parsed.)"""
     try:
-        fh = open(cache_dir() / hash_hex, "rb")
+        fh = open(staging.cache_dir() / hash_hex, "rb")
     except FileNotFoundError:
         try:  # (staged: not in the store yet)
             fh = open(staging.staged_dir() / hash_hex, "rb")

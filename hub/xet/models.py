@@ -12,6 +12,12 @@ from django.utils import timezone
 # One chunk of a xorb's index: its hash, the end of its stored bytes (header + compressed data)
 # within the xorb, its unpacked size.
 INDEX_ENTRY = struct.Struct("<32sII")
+XORB_PURPOSE = "xet xorb"  # what a xorb's quota reservation is for, until its shard arrives
+
+
+def xorb_key(hash_hex: str) -> str:
+    """Where a xorb lies in the object store."""
+    return f"xorbs/{hash_hex[:2]}/{hash_hex}"
 
 
 class Xorb(models.Model):

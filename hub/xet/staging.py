@@ -17,7 +17,8 @@ server, so the upload (xorbs, shard, commit) waits only for the blob. Nothing is
   recorded file reads (chunks of an upload that never finished: the client sends them again).
 
 The local backend (objects on this disk already) writes xorbs straight away: there is no second
-network write to save.
+network write to save. Written xorbs stay an hour in HUB_DATA_DIR/xet-cache (`cache_dir`): a shard
+rebuilds its files from this disk rather than reading the xorbs back from the store.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from hub.errors import StorageUnavailable
 from hub.quotas import services as quotas
 from hub.quotas.models import Reservation
 from hub.xet import format as xf
-from hub.xet.models import INDEX_ENTRY, XetFile, Xorb
+from hub.xet.models import INDEX_ENTRY, XORB_PURPOSE, XetFile, Xorb, xorb_key
 
 log = logging.getLogger("hub.xet")
 
@@ -54,6 +55,29 @@ WAIT_SECONDS = 60  # how long a request waits for xorbs another server is writin
 
 def enabled() -> bool:
     return settings.HUB_XET_WRITE_BEHIND > 0 and blobs.object_store().local_path("xorbs/probe") is None
+
+
+CACHE_SECONDS = 3600  # how long a xorb stays in the local cache after it arrived
+_pruned = [0.0]
+
+
+def cache_dir() -> Path:
+    """Xorbs received lately, on this machine's disk (HUB_DATA_DIR/xet-cache), for the rebuild of the
+    files their shard names: the shard normally follows its xorbs within seconds. Entries go after
+    CACHE_SECONDS; a shard that finds none (another machine got the xorbs, or they are old) reads
+    from the store."""
+    path = Path(settings.HUB_DATA_DIR) / "xet-cache"
+    path.mkdir(exist_ok=True)
+    if time.monotonic() - _pruned[0] > 60:
+        _pruned[0] = time.monotonic()
+        cutoff = time.time() - CACHE_SECONDS
+        for entry in os.scandir(path):
+            try:
+                if entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+    return path
 
 
 def staged_dir() -> Path:
@@ -77,8 +101,6 @@ def stage(spool_path: str, hash_hex: str) -> None:
 def write(hash_hex: str) -> bool:
     """Writes a xorb staged on this server to the store and records it there. False if this server
     holds no copy (another server does, or it was lost: `recover`)."""
-    from hub.xet.cas import cache_dir, xorb_key
-
     path = staged_dir() / hash_hex
     try:
         fh = open(path, "rb")
@@ -194,8 +216,6 @@ def recover(older_than: timedelta) -> tuple[int, int]:
     """Xorbs staged longer than `older_than` whose server did not write them: written from this disk
     if it holds them, else rebuilt from the blobs of the files that read them; the ones no file
     reads are dropped. Returns (written or rebuilt, dropped)."""
-    from hub.xet.cas import XORB_PURPOSE
-
     cutoff = timezone.now() - older_than
     done = dropped = 0
     for x in Xorb.objects.filter(in_store=False, created__lt=cutoff).order_by("created")[:1000]:
@@ -224,8 +244,6 @@ def recover(older_than: timedelta) -> tuple[int, int]:
 def rebuild(x: Xorb) -> bool:
     """Writes xorb `x` from the blobs of the files that read it (each chunk checked against the
     index, stored uncompressed) and records its new layout. False if they do not cover every chunk."""
-    from hub.xet.cas import xorb_key
-
     chunks = x.chunks()
     where: dict[int, tuple[str, int]] = {}  # chunk -> (blob key, offset in the blob)
     for f in XetFile.objects.filter(xorbs=x).select_related("blob"):
