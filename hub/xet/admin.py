@@ -15,7 +15,9 @@ class _ReadOnly(admin.ModelAdmin):
 
 @admin.register(Xorb)
 class XorbAdmin(_ReadOnly):
-    list_display = ("hash", "chunk_count", "size", "unpacked", "uploaded_by", "created", "touched")
+    list_display = ("hash", "chunk_count", "size", "unpacked", "in_store", "staged_on", "uploaded_by", "created",
+                    "touched")
+    list_filter = ("in_store",)  # (not in the store: staged on a server's disk, hub.xet.staging)
     search_fields = ("hash",)
     exclude = ("index",)
     date_hierarchy = "created"
