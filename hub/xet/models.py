@@ -40,6 +40,7 @@ class Xorb(models.Model):
     # (`staged_on` names that server) and written to the store a little later, off the upload's path.
     in_store = models.BooleanField(default=True, db_index=True)
     staged_on = models.CharField(max_length=100, blank=True, default="")
+    wanted = models.BooleanField(default=False, help_text="another server waits for it: write it now")
 
     def __str__(self) -> str:
         return f"xorb {self.hash[:12]} ({self.chunk_count} chunks, {self.size} B)"

@@ -9,8 +9,9 @@ server, so the upload (xorbs, shard, commit) waits only for the blob. Nothing is
 
 * the shard rebuilds its files from the staged copies (they were verified on arrival);
 * a Xet download of a file reading staged xorbs writes them first (`ensure_in_store`), on this server,
-  or waits for the server holding them; until then HEAD/tree entries advertise Xet only on the server
-  that holds them (`elsewhere`), and every other client reads the blob over HTTP;
+  or flags them `wanted` and waits for the server holding them, whose writer looks for such flags
+  twice a second; until then HEAD/tree entries advertise Xet only on the server that holds them
+  (`elsewhere`), and every other client reads the blob over HTTP;
 * a server that died with xorbs staged: `recover` (hub_gc) writes them from its disk if it is that
   server, else rebuilds each xorb from the blobs of the files that read it (a xorb's hash depends
   on its chunks, not their compression: the chunks go in uncompressed) and drops the xorbs no
@@ -129,8 +130,11 @@ def ensure_in_store(hashes: set[str]) -> None:
     for h, node in pending.items():
         if node == NODE:
             write(h)
+    away = [h for h, n in pending.items() if n != NODE]
+    if away:  # (their server's writer looks for these twice a second)
+        Xorb.objects.filter(pk__in=away, in_store=False).update(wanted=True)
     deadline = time.monotonic() + WAIT_SECONDS
-    while Xorb.objects.filter(pk__in=[h for h, n in pending.items() if n != NODE], in_store=False).exists():
+    while away and Xorb.objects.filter(pk__in=away, in_store=False).exists():
         if time.monotonic() > deadline:
             raise StorageUnavailable("some chunks of this file are still being written to the store by the "
                                      "server that received them; retry in a minute (or download it over HTTP)")
@@ -160,15 +164,15 @@ def _writer() -> None:
     try:
         while True:
             close_old_connections()
-            rows = list(Xorb.objects.filter(in_store=False, staged_on=NODE).order_by("created")
-                        .values_list("hash", "created")[:100])
+            rows = list(Xorb.objects.filter(in_store=False, staged_on=NODE).order_by("-wanted", "created")
+                        .values_list("hash", "created", "wanted")[:100])
             if not rows:
                 with _lock:
                     _thread[0] = None
                 return
-            due = rows[0][1] + delay
-            if timezone.now() < due:
-                time.sleep(min(5.0, max(0.05, (due - timezone.now()).total_seconds())))
+            if not rows[0][2] and timezone.now() < rows[0][1] + delay:
+                # (awake twice a second: another server may want one of these now)
+                time.sleep(min(0.5, max(0.05, (rows[0][1] + delay - timezone.now()).total_seconds())))
                 continue
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -176,8 +180,8 @@ def _writer() -> None:
                 time.sleep(1.0)
                 continue
             try:
-                for h, created in rows:
-                    if timezone.now() < created + delay:
+                for h, created, wanted in rows:
+                    if not wanted and timezone.now() < created + delay:
                         break
                     try:
                         if not write(h):

@@ -20,4 +20,9 @@ class Migration(migrations.Migration):
             name='staged_on',
             field=models.CharField(blank=True, default='', max_length=100),
         ),
+        migrations.AddField(
+            model_name='xorb',
+            name='wanted',
+            field=models.BooleanField(default=False, help_text='another server waits for it: write it now'),
+        ),
     ]
