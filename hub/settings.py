@@ -245,6 +245,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"expected_404": {"()": "hub.logfilters.ExpectedNotFound"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL") or "INFO"},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"},
+                "django.request": {"filters": ["expected_404"]}},
 }

@@ -131,6 +131,11 @@ def test_a_default_client_uploads_through_xet_and_every_door_reads_the_bytes(hub
     page = requests.get(f"{hub.url}/{repo}/blob/main/model.safetensors", timeout=30,
                         cookies=hub.session("alice").cookies)
     assert page.status_code == 200 and "model.safetensors" in page.text and "16.8 MB" in page.text
+    # the log carries no warning for the protocol's routine 404s (hf_xet's probe for xorb upload
+    # grants, dedup queries about unknown chunks), and still one for a missing repo
+    assert requests.get(f"{hub.url}/api/models/alice/none-{unique}", timeout=30).status_code == 404
+    logged = Path(hub.log_path).read_text(errors="replace")
+    assert "Not Found: /cas/" not in logged and f"Not Found: /api/models/alice/none-{unique}" in logged
 
 
 def test_xet_token_routes_answer_as_the_rest_of_the_api(hub, alice, bob, unique):
