@@ -548,6 +548,16 @@ def xorb_rows(hub, file_hash: str) -> dict[str, dict]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def wait_in_store(hub, file_hash: str, limit: float = 60) -> None:
+    """Waits for the server's write-behind thread to write the xorbs of a Xet file to the store."""
+    import time
+
+    deadline = time.monotonic() + limit
+    while not all(x["in_store"] for x in xorb_rows(hub, file_hash).values()):
+        assert time.monotonic() < deadline, "the write-behind thread did not write the staged xorbs"
+        time.sleep(1)
+
+
 def words(n: int) -> bytes:
     """Text that compresses (the client sends its chunks LZ4-compressed) and does not repeat."""
     import random
@@ -592,12 +602,7 @@ def test_xorbs_reach_the_store_after_the_upload_and_every_door_reads_meanwhile(h
     assert got["one"] == sha(first)
     assert all(x["in_store"] for x in xorb_rows(hub, tree["a.bin"]["xetHash"]).values())
     # the other file's xorbs are written by the server's write-behind thread, then read by Xet
-    import time
-
-    deadline = time.monotonic() + 60
-    while not all(x["in_store"] for x in xorb_rows(hub, tree["b.bin"]["xetHash"]).values()):
-        assert time.monotonic() < deadline, "the write-behind thread did not write the staged xorbs"
-        time.sleep(1)
+    wait_in_store(hub, tree["b.bin"]["xetHash"])
     stored = stored_objects(hub, "xorbs/")
     for h in rows["b.bin"]:
         assert any(k.endswith(h) for k in stored) and not (hub.data_dir / "xet-staged" / h).exists()
@@ -690,10 +695,7 @@ def test_a_second_replica_serves_xorbs_another_one_staged(hub, alice, unique, tm
                           f"print(Xorb.objects.get(pk='{xorb_hash}').in_store)").stdout
         assert rows.strip().splitlines()[-1] == "True"
         # once written (the first server's write-behind), both servers send Xet clients to the store
-        deadline = time.monotonic() + 60
-        while not all(x["in_store"] for x in xorb_rows(hub, heads["pg_rgw"].headers["X-Xet-Hash"]).values()):
-            assert time.monotonic() < deadline, "the write-behind thread did not write the staged xorbs"
-            time.sleep(1)
+        wait_in_store(hub, heads["pg_rgw"].headers["X-Xet-Hash"])
         head = requests.head(f"{other.url}/{repo}/resolve/main/w.bin", headers=auth, timeout=30)
         assert head.headers["X-Xet-Hash"] == heads["pg_rgw"].headers["X-Xet-Hash"]
         got = result(check_ok(run_client(DOWNLOAD, client_env(other, alice, tmp_path / "down", T_REPO=repo,

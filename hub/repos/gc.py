@@ -160,10 +160,10 @@ def run(grace: timedelta = timedelta(hours=1), *, dry_run: bool = False) -> Repo
     report.orphans_deleted, report.uploads_aborted = collect_orphans(grace, dry_run=dry_run)
     # Xet's xorbs have a retention of their own (hub.xet.cas: clients reuse them for weeks)
     report.xorbs_deleted = xet.collect(timedelta(seconds=settings.HUB_XET_RETENTION), dry_run=dry_run)
-    if not dry_run:  # xorbs a server staged and did not write (it died): written or rebuilt from blobs
-        # (after ten write-behind delays, whatever the grace: nothing is deleted here, and until then
-        # the files they hold are served over HTTP only)
-        xet_staging.recover(timedelta(seconds=max(60, 10 * settings.HUB_XET_WRITE_BEHIND)))
     if not dry_run:
+        # xorbs a server staged and did not write (it died): written or rebuilt from blobs, after ten
+        # write-behind delays whatever the grace (nothing is deleted here, and until then the files
+        # they hold are served over HTTP only)
+        xet_staging.recover(timedelta(seconds=max(60, 10 * settings.HUB_XET_WRITE_BEHIND)))
         report.quota_drift = reconcile_quotas()
     return report

@@ -21,7 +21,6 @@ reuse xorbs it uploaded for about three weeks without sending them again.
 """
 from __future__ import annotations
 
-import contextlib
 import io
 import logging
 import os
@@ -103,19 +102,13 @@ def store_xorb(hash_hex: str, read: Callable[[int], bytes], length: int, *, user
             t1 = time.monotonic()
             spool.truncate(end)  # (a footer a client may append is not kept)
             spool.flush()
-            store = blobs.object_store()
-            behind = staging.enabled()
-            if behind:  # written to the store a little later (hub.xet.staging), off the upload's path
-                staging.stage(spool.name, hash_hex)
-            elif store.local_path(xorb_key(hash_hex)) is None:
-                # Kept here for a while: the shard that follows rebuilds its files from local disk
-                # rather than reading the xorb back from the store. (Linked before the upload: boto3
-                # closes the file it sends, which deletes a temporary file.)
-                with contextlib.suppress(FileExistsError):  # (the same xorb, received twice at once)
-                    os.link(spool.name, staging.cache_dir() / hash_hex)
+            # Kept on this disk: staged, to be written to the store a little later, off the upload's
+            # path (hub.xet.staging), or cached for the shard that follows, which rebuilds its files
+            # from local disk rather than reading the xorbs back from the store.
+            behind = staging.keep(spool.name, hash_hex)
             if not behind:
                 spool.seek(0)
-                store.put_stream(xorb_key(hash_hex), spool, end)
+                blobs.object_store().put_stream(xorb_key(hash_hex), spool, end)
         index = b"".join(INDEX_ENTRY.pack(c.hash, c.end, c.size) for c in chunks)
         try:
             with transaction.atomic():

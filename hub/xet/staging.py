@@ -54,10 +54,6 @@ NODE = f"{socket.gethostname()[:60]}:{hashlib.sha256(str(settings.HUB_DATA_DIR).
 WAIT_SECONDS = 60  # how long a request waits for xorbs another server is writing
 
 
-def enabled() -> bool:
-    return settings.HUB_XET_WRITE_BEHIND > 0 and blobs.object_store().local_path("xorbs/probe") is None
-
-
 CACHE_SECONDS = 3600  # how long a xorb stays in the local cache after it arrived
 _pruned = [0.0]
 
@@ -87,16 +83,18 @@ def staged_dir() -> Path:
     return path
 
 
-def staged_path(hash_hex: str) -> Path | None:
-    path = staged_dir() / hash_hex
-    return path if path.exists() else None
-
-
-def stage(spool_path: str, hash_hex: str) -> None:
-    """Keeps a verified xorb's bytes (the file at spool_path) for the writer; the caller records the
-    row with in_store=False, staged_on=NODE, then calls `wake`."""
+def keep(spool_path: str, hash_hex: str) -> bool:
+    """Keeps a verified xorb's bytes (the file at spool_path) on this disk when the store is remote:
+    staged for the writer (HUB_XET_WRITE_BEHIND > 0; the caller records the row with
+    in_store=False, staged_on=NODE, then calls `wake`) or in the cache, for the rebuild of the
+    shard that follows. (Linked, not moved: the caller may still send the spool; boto3 closes the
+    file it sends, which deletes a temporary file.) Returns whether it was staged."""
+    if blobs.object_store().local_path(xorb_key(hash_hex)) is not None:
+        return False  # (the local backend: the object is on this disk already)
+    staged = settings.HUB_XET_WRITE_BEHIND > 0
     with contextlib.suppress(FileExistsError):  # (the same xorb, received twice at once)
-        os.link(spool_path, staged_dir() / hash_hex)
+        os.link(spool_path, (staged_dir() if staged else cache_dir()) / hash_hex)
+    return staged
 
 
 def write(hash_hex: str) -> bool:
@@ -223,9 +221,7 @@ def recover(older_than: timedelta) -> tuple[int, int]:
     cutoff = timezone.now() - older_than
     done = dropped = 0
     for x in Xorb.objects.filter(in_store=False, created__lt=cutoff).order_by("created")[:1000]:
-        if staged_path(x.hash) is not None and write(x.hash):
-            done += 1
-        elif rebuild(x):
+        if write(x.hash) or rebuild(x):  # (write: if this disk holds it)
             done += 1
         elif not x.files.exists():
             if Xorb.objects.filter(pk=x.hash, in_store=False).delete()[0]:
