@@ -54,7 +54,10 @@ SCENARIOS: list[tuple[str, list[str]]] = [
     ("search", [
         "/datasets?q=chinese", "/datasets?q=imagenet", "/models?q=qwen", "/datasets?q=dialogue",
         "/models?q=chat+7b", "/datasets?q=speech+recognition", "/models?q=baichuan", "/datasets?q=instruction",
-        "/datasets?q=medical&language=en", "/models?q=llama&sort=updated"]),
+        "/datasets?q=medical&language=en", "/models?q=llama&sort=updated",
+        # Chinese words (pairs of characters on PostgreSQL, substrings on SQLite) and relevance order
+        "/datasets?q=%E5%AF%B9%E8%AF%9D", "/models?q=%E9%80%9A%E4%B9%89%E5%8D%83%E9%97%AE",
+        "/datasets?q=%E4%B8%AD%E6%96%87", "/models?q=%E7%99%BE%E5%B7%9D"]),
 ]
 
 

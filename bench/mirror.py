@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.pull_vs_boto3 import hub_pull, keys_of, start_hub  # noqa: E402
+from bench.common import keys_of, start_hub  # noqa: E402
+from bench.pull_vs_boto3 import hub_pull  # noqa: E402
 from bench.result import report  # noqa: E402
 from storage.client import HubClient  # noqa: E402
 from storage.sizes import parse_size  # noqa: E402

@@ -21,64 +21,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import drop_page_cache, keys_of, start_hub  # noqa: E402
 from bench.result import report  # noqa: E402
 from storage.client import HubClient  # noqa: E402
 from storage.sizes import parse_size  # noqa: E402
 from storage.transfer.push import push  # noqa: E402
-
-
-def start_hub(tmp: Path):
-    import psycopg
-
-    from tests.conftest import _rgw
-    from tests.support.servers import PG_ADMIN_URL, Hub, base_env, drop_bucket
-
-    _rgw("start")
-    rgw = dict(line.split("=", 1) for line in _rgw("env").split() if "=" in line)
-    suffix = uuid.uuid4().hex[:10]
-    db = f"hub_bench_{suffix}"
-    with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{db}"')
-    env = base_env() | rgw | {"HUB_DATA_DIR": str(tmp / "data"), "DATABASE_URL": f"{PG_ADMIN_URL}/{db}",
-                              "HUB_STORAGE_URL": f"s3://hub-bench-{suffix}", "HUB_MULTIPART_CHUNK": "64MiB"}
-    (tmp / "data").mkdir()
-    hub = Hub("bench", env, tmp / "data")
-    hub.start(tmp / "server.log")
-
-    def stop() -> None:
-        hub.stop()
-        with psycopg.connect(f"{PG_ADMIN_URL}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        drop_bucket(rgw, f"hub-bench-{suffix}")  # the one-node RGW has 20 GiB: give the space back
-
-    return hub, rgw, f"hub-bench-{suffix}", stop
-
-
-def drop_page_cache() -> None:
-    """Each side starts from the same state: what the one before wrote is flushed (else the next one
-    pays for its writeback) and the page cache dropped (the store reads from disk for every side)."""
-    subprocess.run(["sync"], check=False)
-    try:
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    except OSError:
-        pass  # not root: flushed, at least
-
-
-def keys_of(client: HubClient, repo_id: str) -> list[tuple[str, int]]:
-    out = []
-    for page in client.manifest("dataset", repo_id):
-        for f in page["files"]:
-            path = unquote(urlsplit(f["url"]).path).lstrip("/")
-            out.append((path.split("/", 1)[1], f["size"]))  # drop the bucket
-    return out
 
 
 def boto3_small(s3, bucket: str, keys: list[tuple[str, int]], dest: Path) -> None:

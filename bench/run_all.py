@@ -26,6 +26,9 @@ BENCHES = [
      "bench/catalog.py --repos 2000 --database-url postgresql://postgres@127.0.0.1:5432/catalog_bench"),
     ("mirror", "bench/mirror.py", "bench/mirror.py --quick"),
     ("xet", "bench/xet.py --size-mib 1024 --rounds 3", "bench/xet.py --size-mib 128"),
+    ("ondemand", "bench/ondemand.py --size-mib 1024 --rounds 3", "bench/ondemand.py --size-mib 128 --rounds 1"),
+    ("viewer", "bench/viewer.py --size-mib 1024 --requests 200", "bench/viewer.py --size-mib 128 --requests 50"),
+    ("peers", "bench/peers.py --rounds 3", "bench/peers.py --quick"),
     ("tree_scale", "bench/tree_scale.py --files 1000000 --database-url "
                    "postgresql://postgres@127.0.0.1:5432/tree_scale_bench",
      "bench/tree_scale.py --files 20000"),

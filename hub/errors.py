@@ -135,6 +135,28 @@ class BlobCorrupt(HubError):
     status, code = 409, "BlobCorrupt"
 
 
+class BlobNotLocal(HubError):
+    """The blob's bytes are at an upstream, not in the store: the door that reads them asks the
+    on-demand fetch (hub.mirrors.ondemand) instead. Only a door without that path lets it out."""
+
+    status, code = 503, "BlobNotLocal"
+
+    def __init__(self, sha256: str) -> None:
+        super().__init__(f"the bytes of {sha256} are not on this hub yet (fetched from upstream on first "
+                         "download); download the file to fetch them, then retry", headers={"Retry-After": "5"})
+        self.sha256 = sha256
+
+
+class UpstreamUnavailable(HubError):
+    """An upstream this hub fetches from on demand cannot be reached, is too slow or fails."""
+
+    status, code = 503, "UpstreamUnavailable"
+
+    def __init__(self, message: str, *, retry_after: int = 30, status: int = 503) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)})
+        self.status = status
+
+
 class PreconditionFailed(HubError):
     status, code = 412, "PreconditionFailed"
 

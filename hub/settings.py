@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "hub.catalog",
     "hub.mirrors",
     "hub.discussions",
+    "hub.viewer",
     "hub.hfapi",
     "hub.web",
 ]
@@ -67,6 +68,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Django's LocaleMiddleware, reading the language kept in the session too (hub.web.language)
+    "hub.web.language.LanguageMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Before CSRF: a bearer token sent to a web form is refused as such, not as a CSRF failure.
@@ -141,7 +144,11 @@ LOGOUT_REDIRECT_URL = "/"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
-USE_I18N = False
+# The web pages in English and Simplified Chinese (locale/zh_Hans, compiled .mo committed beside its
+# .po: tests/test_i18n.py keeps them complete and in step); the API speaks English whatever is asked.
+USE_I18N = True
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 USE_TZ = True
 
 STATIC_URL = "static/"
@@ -196,6 +203,9 @@ HUB_AUTH_FAIL_RATE = env("HUB_AUTH_FAIL_RATE") or "30/m"  # wrong tokens or pass
 HUB_TOKEN_CREATE_RATE = env("HUB_TOKEN_CREATE_RATE") or "20/m"  # new tokens (and instances) per user
 # Seconds the catalog's home, list and search pages are kept for visitors without a session (0: never).
 HUB_PAGE_CACHE_SECONDS = envint("HUB_PAGE_CACHE_SECONDS", 15)
+# The dataset viewer (hub.viewer) reads at most this many bytes of each split's files; a bigger split
+# shows its first rows and says so (partial, as upstream's viewer does).
+HUB_VIEWER_MAX_BYTES = envsize("HUB_VIEWER_MAX_BYTES", "5GB")
 
 # --- celery --------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL") or ""
@@ -229,6 +239,17 @@ HUB_MIRROR_STALE = envint("HUB_MIRROR_STALE", 30)  # a running job silent this l
 # Upstreams that are hubs like this one list files with sha256 and direct URLs (/api/v1/.../manifest);
 # off: every upstream is read through the Hugging Face protocol only (tree + /resolve).
 HUB_MIRROR_MANIFEST = envbool("HUB_MIRROR_MANIFEST", True)
+# Catalog entries not mirrored are served from their upstream (HUB_MIRROR_UPSTREAM) on first use:
+# their default branch pinned as a commit at first access, each file fetched on its first read.
+HUB_ONDEMAND = envbool("HUB_ONDEMAND", True)
+HUB_ONDEMAND_RECHECK = envint("HUB_ONDEMAND_RECHECK", 600)  # seconds between checks of upstream's branch
+HUB_ONDEMAND_BUDGET = envsize("HUB_ONDEMAND_BUDGET", "1TB")  # fetched bytes kept; beyond it LRU is evicted
+# Which catalog entries may be fetched: "*" (all), or namespaces and repo ids, comma-separated.
+HUB_ONDEMAND_ALLOW = [s.strip() for s in (env("HUB_ONDEMAND_ALLOW") or "*").split(",") if s.strip()]
+HUB_ONDEMAND_TOKEN = env("HUB_ONDEMAND_TOKEN") or ""  # the operator's upstream token (gated entries)
+HUB_ONDEMAND_BLOCK = envsize("HUB_ONDEMAND_BLOCK", "16MiB")  # ranged reads ask upstream for whole blocks
+HUB_ONDEMAND_TIMEOUT = envint("HUB_ONDEMAND_TIMEOUT", 30)  # seconds a reader waits on a silent upstream
+CELERY_BEAT_SCHEDULE["ondemand-housekeeping"] = {"task": "hub.mirrors.tasks.ondemand_housekeeping", "schedule": 300.0}
 CELERY_BEAT_SCHEDULE["recover-mirrors"] = {"task": "hub.mirrors.tasks.recover_mirrors", "schedule": 60.0}
 
 REST_FRAMEWORK = {

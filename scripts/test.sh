@@ -38,6 +38,18 @@ fi
 if ! command -v chromium >/dev/null 2>&1; then
     apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 fi
+# A CJK font, so the screenshots of the pages in 简体中文 show characters, not empty boxes (a user's
+# browser has its own; the headless one here has only Latin fonts).
+if ! fc-list 2>/dev/null | grep -qi "wenquanyi\|noto sans cjk"; then
+    apt-get install -y -qq --no-install-recommends fonts-wqy-microhei >/dev/null 2>&1 || {
+        apt-get update -qq && apt-get install -y -qq --no-install-recommends fonts-wqy-microhei >/dev/null; }
+fi
+
+# GNU gettext for the translation tests (tests/test_i18n.py runs makemessages and msgfmt); the pages
+# need none of it: the compiled locale/*/LC_MESSAGES/django.mo is committed beside its .po.
+if ! command -v xgettext >/dev/null 2>&1 || ! command -v msgfmt >/dev/null 2>&1; then
+    apt-get install -y -qq gettext >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq gettext >/dev/null; }
+fi
 
 # Lint first (pyproject.toml's [tool.ruff]) and check the layering (.importlinter: imports point down
 # the layers, no cycles, the client imports no server code): a finding fails the run as a failing test does.

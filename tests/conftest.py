@@ -135,6 +135,30 @@ def hub(request) -> Hub:
     return request.getfixturevalue(f"{request.param}_hub")
 
 
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium (Debian's, driven by Playwright) for every browser test of the session:
+    Playwright's sync API allows one instance at a time, so no test starts its own."""
+    chromium = os.environ.get("HUB_TEST_CHROMIUM", "/usr/bin/chromium")
+    if not os.path.exists(chromium):
+        pytest.skip(f"no Chromium at {chromium}")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="session")
+def site(hub) -> Hub:
+    """The hub with the real seed catalog and the samples loaded (once per backend)."""
+    out = hub.manage("seed_catalog", check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "sample hub-samples/tiny-gpt2" in out.stdout
+    return hub
+
+
 def one_backend(hub: Hub) -> None:
     """For a test of what neither the database nor the object store changes (a page's layout, a
     client's message): the embedded hub alone, to keep the suite within its time budget."""

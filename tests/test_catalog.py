@@ -40,6 +40,12 @@ def test_the_seed_file_lists_what_the_issue_asks_for() -> None:
         assert any(family in r.lower() for r in models), family
     # Every entry is checkable: a title and a summary at least, and an upstream id to look it up by.
     assert all(i.data.title and i.data.summary and i.data.upstream_id == i.repo_id for i in items)
+    # Every Chinese entry speaks Chinese: a Chinese title and summary (written for this catalog).
+    cjk = re.compile(r"[\u4e00-\u9fff]")
+    untranslated = [i.repo_id for i in items if "zh" in i.data.languages
+                    and not (cjk.search(i.data.title_zh) and cjk.search(i.data.summary_zh))]
+    assert not untranslated, untranslated
+    assert all(cjk.search(i.data.summary_zh) for i in items if i.data.summary_zh)
 
 
 def test_a_malformed_seed_file_is_refused_with_the_entry_named(tmp_path) -> None:

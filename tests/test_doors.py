@@ -182,6 +182,7 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
         ("DELETE", f"/api/volume/uploads/{up}", {}),
         ("POST", f"/api/volume/uploads/{up}/complete", js({})),
         ("PUT", f"/api/volume/uploads/{up}/parts/1?sig={BOGUS}", {"data": b"x" * 100}),
+        ("POST", f"/api/volume/uploads/{up}/parts", js({"parts": {"1": SHA}})),
         ("POST", "/api/instances", js({"name": "forged"})),
         ("POST", "/api/instances/spec", {}),
         ("POST", "/api/instances/heartbeat", js({"agent": "forged"})),
@@ -191,6 +192,7 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
         ("POST", f"/api/v1/repos/model/{pub}/manifest", {}),
         ("POST", f"/api/v1/repos/model/{gated}/access", {}),
         ("DELETE", f"/api/v1/uploads/{uuid.uuid4()}", {}),
+        ("POST", f"/api/v1/uploads/{uuid.uuid4()}/parts", js({"parts": {"1": SHA}})),
         ("POST", "/api/v1/mirrors", js({"repo": f"{w.alice}/mirrored", "source": "http://127.0.0.1:9/"})),
         ("POST", "/api/v1/mirrors/999999999", {}),
         ("POST", "/api/v1/mirrors/999999999/retry", {}),
@@ -258,6 +260,9 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
         ("POST", f"/lfs/complete/{BOGUS}", js({})),
         ("POST", f"/lfs/objects/{BOGUS}", {}),
         ("POST", "/api/no-such-route", {}),
+        # the dataset viewer (upstream's datasets-server routes; reads only)
+        *[("POST", f"/api/datasets-server/{r}?dataset={pub}&config=default&split=train", {})
+          for r in ("is-valid", "splits", "first-rows", "rows", "info", "size")],
         # the Xet CAS: it takes only the access tokens the xet-*-token routes sign, never an API token
         ("POST", f"/cas/v1/xorbs/default/{'a1' * 32}", {"data": b"x" * 100}),
         ("POST", "/cas/v1/shards", {"data": b"x" * 100}),
@@ -276,6 +281,7 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
         ("POST", "/accounts/login", form({"username": w.root, "password": "guess"})),
         ("POST", "/accounts/logout", {}),
         ("POST", "/settings", {}),
+        ("POST", "/settings/language", form({"language": "zh-hans", "next": "/"})),
         ("POST", "/settings/volume", {}),
         ("POST", "/settings/volume/file?path=secret.txt", {}),
         ("POST", "/settings/volume/upload", {"data": {"path": ""}, "files": {"file": ("up.txt", b"uploaded")}}),
@@ -297,6 +303,7 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
         ("POST", f"/{pub}/refs", {}),
         ("POST", f"/{gated}/access", {}),
         ("POST", f"/{gated}/like", form({"liked": "1"})),
+        ("POST", f"/{pub}/pin", {}),
         ("POST", f"/{gated}/access-requests", {}),
         ("POST", f"/{gated}/access-requests/handle", form({"user": w.bob, "status": "rejected"})),
         ("POST", f"/{gated}/access-requests/grant", form({"user": w.carol})),

@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -25,6 +24,7 @@ import requests
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, snapshot_download
 
 from tests.support.files import read_snapshot
+from tests.support.relay import Relay
 from tests.support.servers import PYTHON, ROOT, Hub, base_env
 from tests.support.store import s3_client, stored_objects
 
@@ -296,40 +296,6 @@ def test_a_failing_source_fails_the_job_with_its_reason_and_a_retry_works_after_
     job = wait_for(celery_hub, alice, job["id"])
     assert job["state"] == "done" and job["attempts"] == 2, job
     assert snapshot(celery_hub, alice, target, "main", tmp_path / "o")["now.txt"] == b"it exists"
-
-
-class Relay:
-    """A TCP relay from a port of its own to `target`, started when asked: an upstream that is
-    unreachable until someone fixes the network."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-
-    def start(self) -> None:
-        self.sock.listen(64)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            client, _ = self.sock.accept()
-            server = socket.create_connection(self.target)
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(1 << 16):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
 
 
 def test_an_unreachable_upstream_shows_its_reason_while_retried_and_a_retry_works_once_it_is_back(

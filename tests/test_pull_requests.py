@@ -636,14 +636,10 @@ def test_pages_list_show_and_act_on_discussions_in_a_session(hub, alice, bob, un
     assert requests.get(f"{web}/discussions/99", timeout=30).status_code == 404
 
 
-def test_a_browser_comments_and_merges_under_the_content_security_policy(hub, alice, bob, unique, hf_cache):
+def test_a_browser_comments_and_merges_under_the_content_security_policy(hub, alice, bob, unique, hf_cache,
+                                                                          browser):
     """One cheap Chromium pass: the pages' forms work with no inline script, and nothing is blocked."""
     one_backend(hub)
-    chromium = os.environ.get("HUB_TEST_CHROMIUM", "/usr/bin/chromium")
-    if not Path(chromium).exists():
-        pytest.skip(f"no Chromium at {chromium}")
-    from playwright.sync_api import sync_playwright
-
     from tests.support.web import CSP_WATCH, PHONE, SHOTS
 
     api = hub.api(alice)
@@ -654,9 +650,10 @@ def test_a_browser_comments_and_merges_under_the_content_security_policy(hub, al
     long_pr = hub.api(bob).upload_file(path_or_fileobj=b"w", path_in_repo=deep, repo_id=repo, create_pr=True,
                                        commit_message="Averyveryverylongtitlewithoutanyspaceswhatsoever" * 3)
     hub.manage("hub_password", "alice", "--password", PASSWORD)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-dev-shm-usage"])
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    phones = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
         page.set_default_timeout(20_000)
         page.add_init_script(CSP_WATCH)
         page.goto(f"{hub.url}/accounts/login")
@@ -675,14 +672,16 @@ def test_a_browser_comments_and_merges_under_the_content_security_policy(hub, al
         page.wait_for_selector("#d-status:text('merged')")
         assert page.evaluate("window.__csp") == []
         # on a phone nothing scrolls sideways, long paths and titles included
-        phone = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+        phone = phones.new_page()
         SHOTS.mkdir(parents=True, exist_ok=True)
         for path in (f"/{repo}/discussions?status=all", f"/{repo}/discussions/{pr.pr_num}",
                      f"/{repo}/discussions/{long_pr.pr_num}"):
             phone.goto(hub.url + path)
             assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], path
         phone.screenshot(path=str(SHOTS / f"{hub.name}-phone-pull-request.png"), full_page=True)
-        browser.close()
+    finally:
+        context.close()
+        phones.close()
     assert download(hub, None, repo, "hello.txt", hf_cache) == b"hello\n"
 
 

@@ -22,25 +22,6 @@ PASSWORD = "correct horse battery"
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")
 
 
-@pytest.fixture(scope="session")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="session")
-def site(hub):
-    """The hub with the real seed catalog and the samples loaded (once per backend)."""
-    out = hub.manage("seed_catalog", check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "sample hub-samples/tiny-gpt2" in out.stdout
-    return hub
-
-
 @pytest.fixture
 def page(browser):
     context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
@@ -116,11 +97,11 @@ def test_it_searches_filters_sorts_and_pages_the_datasets(site, page) -> None:
     shot(page, site, "datasets-filtered")
 
     # Mirrored only: the samples with real files, and nothing else of the seed.
-    page.goto(f"{site.url}/datasets?mirrored=yes&sort=name")
-    ids = result_ids(page)
+    # (every page of it: other tests' datasets sort before the samples by name)
+    ids = _all_ids(page, site, "/datasets?mirrored=yes&sort=name")
     assert {"scikit-learn/iris", "hub-samples/wine", "hub-samples/digits"} <= set(ids)
     assert "ILSVRC/imagenet-1k" not in ids
-    assert ids == sorted(ids, key=str.lower)
+    assert ids == sorted(ids, key=lambda i: i.replace("/", " ").lower())  # (as sort_name orders them)
 
     # Size bucket and task filter on the models, sorted by size.
     page.goto(f"{site.url}/models?task=text-generation&language=zh")
@@ -134,8 +115,8 @@ def test_it_searches_filters_sorts_and_pages_the_datasets(site, page) -> None:
     sizes = [float(m) for m in re.findall(r"([0-9.]+) GB", " ".join(page.locator("#results .meta").all_inner_texts()))]
     assert len(sizes) == len(big) and sizes == sorted(sizes, reverse=True) and min(sizes) >= 100
     assert page.locator("#f-sort").input_value() == "size"
-    page.goto(f"{site.url}/datasets?size=lt100m&mirrored=yes")
-    assert "scikit-learn/iris" in result_ids(page) and not set(big) & set(result_ids(page))
+    small = _all_ids(page, site, "/datasets?size=lt100m&mirrored=yes")  # (other tests' datasets fill page 1)
+    assert "scikit-learn/iris" in small and not set(big) & set(small)
 
 
 def _all_ids(page, hub, path: str) -> list[str]:
@@ -793,10 +774,12 @@ def test_the_use_it_snippets_keep_identifiers_whole(site, page) -> None:
     assert 'AutoTokenizer.from_pretrained("THUDM/chatglm3-6b", trust_remote_code=True)' in python
     assert 'AutoModel.from_pretrained("THUDM/chatglm3-6b", trust_remote_code=True)' in python
     assert "trust_remote_code=True" in page.locator(".side dl").inner_text()
-    # Long lines scroll inside the box instead of breaking mid-identifier.
+    # Long lines wrap at spaces, never mid-identifier: the snippets fit their box (nothing cut off)
+    # and every identifier is still on one line.
     styles = page.evaluate("Array.from(document.querySelectorAll('#use-it pre'))"
-                           ".map(p => [getComputedStyle(p).whiteSpace, p.scrollWidth > p.clientWidth])")
-    assert all(ws == "pre" for ws, _ in styles) and any(scrolls for _, scrolls in styles)
+                           ".map(p => [getComputedStyle(p).whiteSpace, getComputedStyle(p).overflowWrap,"
+                           " p.scrollWidth <= p.clientWidth])")
+    assert all(ws == "pre-wrap" and wrap == "normal" and fits for ws, wrap, fits in styles), styles
     shot(page, site, "chatglm")
     page.goto(f"{site.url}/hub-samples/tiny-gpt2")  # its entry says nothing of remote code
     assert "trust_remote_code" not in page.locator("#use-it").inner_text()
@@ -937,3 +920,25 @@ def test_every_page_works_under_the_content_security_policy(site, page, unique) 
     assert page.locator("#tokens tr[data-name='kept'] button").count() == 1  # not revoked
     assert page.evaluate("window.__csp") == [] and console == [], console
     shot(page, site, "csp-tokens")
+
+
+def test_every_snippet_has_a_copy_button_that_copies_it(site, browser) -> None:
+    one_backend(site)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site.url)
+    try:
+        page = context.new_page()
+        page.goto(f"{site.url}/datasets/ILSVRC/imagenet-1k")
+        snippets = page.locator("#use-it .snippet")
+        assert snippets.count() >= 4 and page.locator("#use-it .snippet button.copy").count() == snippets.count()
+        assert page.locator("#not-mirrored button.copy").count() == 1  # the operator's mirror command too
+        python = snippets.filter(has_text="Python")
+        python.locator("button.copy").click()
+        assert python.locator("button.copy").inner_text() == "Copied"
+        copied = page.evaluate("navigator.clipboard.readText()")
+        assert copied == python.locator("pre").inner_text().rstrip("\n")
+        assert copied.startswith(f"export HF_ENDPOINT={site.url}\n") and 'load_dataset("ILSVRC/imagenet-1k")' in copied
+        shot(page, site, "snippet-copied")
+    finally:
+        context.close()
+

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.http import HttpRequest
+from django.utils.translation import gettext
 from rest_framework.views import APIView
 
 from hub.errors import Forbidden, HubError, TooManyRequests, error_response
@@ -119,4 +120,4 @@ def limit_token_creation(request: HttpRequest, user) -> None:
 
     if is_ratelimited(request, group="hub.token-create", key=lambda group, req: str(user.pk),
                       rate=settings.HUB_TOKEN_CREATE_RATE, increment=True):
-        raise TooManyRequests("too many new tokens in a short time; wait a minute and try again")
+        raise TooManyRequests(gettext("too many new tokens in a short time; wait a minute and try again"))

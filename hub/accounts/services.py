@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from hub.accounts.models import ApiToken, Membership, Namespace
 from hub.errors import BadRequest, Conflict, TokenExpired, Unauthorized
@@ -30,7 +31,7 @@ def do_ensure_user(username: str, *, email: str = "") -> User:
     user = User.objects.filter(username__iexact=username).order_by("pk").first()
     ns = Namespace.objects.filter(name__iexact=username).first()
     if ns is not None and (user is None or ns.user_id != user.id):
-        raise BadRequest(f"the name {username!r} is taken by an organisation")
+        raise BadRequest(gettext("the name %(username)r is taken by an organisation") % {"username": username})
     if user is None:
         user = User.objects.create(username=username, email=email)
     if ns is None:
@@ -42,7 +43,7 @@ def do_ensure_user(username: str, *, email: str = "") -> User:
 def do_create_org(name: str, owner: User) -> Namespace:
     check_name(name, what="organisation name")
     if Namespace.objects.filter(name__iexact=name).exists():
-        raise BadRequest(f"the name {name!r} is taken")
+        raise BadRequest(gettext("the name %(name)r is taken") % {"name": name})
     ns = Namespace.objects.create(name=name, kind=Namespace.ORG)
     Membership.objects.create(namespace=ns, user=owner, role=Membership.ADMIN)
     return ns
@@ -69,10 +70,11 @@ def token_expiry(lifetime: timedelta | None) -> datetime | None:
     if lifetime is None:
         return None
     if lifetime <= timedelta(0):
-        raise BadRequest("A token's expiry must be in the future: give a lifetime of more than zero, e.g. 30d")
+        raise BadRequest(gettext("A token's expiry must be in the future: give a lifetime of more than "
+                                 "zero, e.g. 30d"))
     if lifetime > TOKEN_LIFETIME_MAX:
-        raise BadRequest(f"A token expires at most {TOKEN_LIFETIME_MAX.days} days after it is made "
-                         "(or never: give no expiry)")
+        raise BadRequest(gettext("A token expires at most %(days)s days after it is made (or never: give "
+                                 "no expiry)") % {"days": TOKEN_LIFETIME_MAX.days})
     return timezone.now() + lifetime
 
 
@@ -89,15 +91,16 @@ def check_create_token(user: User, *, name: str, read_only: bool = False, lifeti
     take a name."""
     name = (name or "").strip()
     if not name:
-        raise BadRequest("Give the token a name, e.g. laptop or training-job")
+        raise BadRequest(gettext("Give the token a name, e.g. laptop or training-job"))
     if len(name) > TOKEN_NAME_MAX:
-        raise BadRequest(f"A token name has at most {TOKEN_NAME_MAX} characters")
+        raise BadRequest(gettext("A token name has at most %(token_name_max)s characters") % {"token_name_max": TOKEN_NAME_MAX})
     expires = token_expiry(lifetime)
     with transaction.atomic():
         User.objects.select_for_update().only("pk").get(pk=user.pk)
         live = Q(expires=None) | Q(expires__gt=timezone.now())
         if ApiToken.objects.filter(live, user=user, kind=ApiToken.USER, revoked_at=None, name__iexact=name).exists():
-            raise Conflict(f"You already have a token named “{name}”: pick another name, or revoke that one first")
+            raise Conflict(gettext("You already have a token named “%(name)s”: pick another name, or "
+                                   "revoke that one first") % {"name": name})
         return do_create_token(user, name=name, read_only=read_only, expires=expires)
 
 
@@ -107,11 +110,11 @@ def authenticate_token(token: str) -> ApiToken:
     row = (ApiToken.objects.select_related("user").filter(digest=hash_token(token), revoked_at=None).first()
            if token.startswith(TOKEN_PREFIX) else None)
     if row is None or not row.user.is_active:
-        raise Unauthorized("Invalid credentials in Authorization header")
+        raise Unauthorized(gettext("Invalid credentials in Authorization header"))
     now = timezone.now()
     if row.expires is not None and row.expires <= now:
-        raise TokenExpired(f"this token expired on {utc(row.expires)}; create a new one at /settings/tokens "
-                           "(or with `manage.py hub_token`)")
+        raise TokenExpired(gettext("this token expired on %(expires)s; create a new one at "
+                                   "/settings/tokens (or with `manage.py hub_token`)") % {"expires": utc(row.expires)})
     # Record use at most once a minute: a write per request would serialise every read on SQLite.
     if row.last_used is None or now - row.last_used > timedelta(minutes=1):
         ApiToken.objects.filter(pk=row.pk).update(last_used=now)
@@ -128,7 +131,7 @@ def user_orgs(user: User) -> list[Namespace]:
 
 def do_add_member(org: Namespace, user: User, role: str = Membership.WRITE) -> Membership:
     if role not in (Membership.READ, Membership.WRITE, Membership.ADMIN):
-        raise BadRequest(f"unknown role {role!r}: use read, write or admin")
+        raise BadRequest(gettext("unknown role %(role)r: use read, write or admin") % {"role": role})
     membership, _ = Membership.objects.update_or_create(namespace=org, user=user, defaults={"role": role})
     return membership
 
@@ -149,5 +152,5 @@ def access_token(user: User, token_id) -> ApiToken:
 
     row = ApiToken.objects.filter(pk=token_id, user=user, kind=ApiToken.USER).first() if str(token_id).isdigit() else None
     if row is None:
-        raise NotFound("token not found (or it is not yours)")
+        raise NotFound(gettext("token not found (or it is not yours)"))
     return row

@@ -29,7 +29,7 @@ class CatalogConfig(AppConfig):
     label = "catalog"
 
     def ready(self) -> None:
-        from hub.catalog.services import not_mirrored_notice
+        from hub.catalog.services import not_mirrored_notice, upstream_of
         from hub.repos import services as repos
         from hub.repos.signals import card_changed
 
@@ -39,3 +39,5 @@ class CatalogConfig(AppConfig):
         card_changed.connect(_index_card, dispatch_uid="catalog-index-card")
         # The native manifest says why a catalog entry has no files yet (`hub pull` prints it).
         repos.add_notice(not_mirrored_notice)
+        # Its seeded entries are fetched from upstream on first use (hub.mirrors.ondemand).
+        repos.add_upstream_id(upstream_of)

@@ -22,6 +22,10 @@ class CatalogEntry(models.Model):
     upstream_id = models.CharField(max_length=200, blank=True, help_text="Hugging Face id; empty for local samples")
     title = models.CharField(max_length=200)
     summary = models.TextField(blank=True)
+    # Chinese (zh-hans) title and summary, shown to those who read the pages in Chinese and searched
+    # in both languages; empty when the entry has none (the English one is shown then).
+    title_zh = models.CharField(max_length=200, blank=True)
+    summary_zh = models.TextField(blank=True)
     license = models.CharField(max_length=64, blank=True)
     tasks = models.JSONField(default=list, blank=True)
     modality = models.JSONField(default=list, blank=True)

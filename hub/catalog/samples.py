@@ -362,7 +362,7 @@ def do_publish(sample: Sample, bot) -> str:
     if not services.entry_of(repo):
         services.do_upsert_entry(repo, sample.entry)
     files = sample.build()
-    head = repos.resolve_revision(repo, None)
+    head = repos.resolve_revision(repo, None, fetch=False)  # (its files are these, not upstream's)
     store = trees.NodeStore()
     changed = {}
     for path, data in files.items():

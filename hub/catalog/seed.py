@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 SEED_FILE = Path(__file__).resolve().parent / "seed" / "catalog.yaml"
 BOT = "hub-catalog"  # the account that creates and commits to the catalog's repos
 TYPES = {"datasets": Repo.DATASET, "models": Repo.MODEL}
-_STR = ("title", "summary", "license", "homepage", "paper", "base_model", "parameters")
+_STR = ("title", "summary", "title_zh", "summary_zh", "license", "homepage", "paper", "base_model", "parameters")
 _LISTS = ("tasks", "modality", "languages")
 _INTS = ("size_bytes", "file_count")
 
@@ -129,7 +129,8 @@ def _item(repo_type: str, row, where: str) -> SeedItem:
     if bad:
         raise SeedError(f"{where} ({repo_id}): unknown modality {sorted(bad)}; use {services.MODALITIES}")
     data = services.EntryData(
-        title=values["title"][:200], summary=values["summary"], license=values["license"][:64],
+        title=values["title"][:200], summary=values["summary"], title_zh=values["title_zh"][:200],
+        summary_zh=values["summary_zh"], license=values["license"][:64],
         tasks=values["tasks"], modality=values["modality"], languages=values["languages"],
         upstream_size=values["size_bytes"], upstream_files=values["file_count"], homepage=values["homepage"],
         paper=values["paper"], base_model=values["base_model"] if repo_type == Repo.MODEL else "",

@@ -23,23 +23,32 @@ from django.core.paginator import Page, Paginator
 from django.db import connection, connections, transaction
 from django.db.models import (
     BooleanField,
+    Case,
     Count,
     ExpressionWrapper,
     F,
+    IntegerField,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
+    TextField,
+    Value,
+    When,
     Window,
 )
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast, Concat, Length
+from django.utils import translation
+from django.utils.translation import gettext_lazy
 
 from hub.accounts.models import Namespace
 from hub.catalog import sqlite_search
+from hub.catalog import words as cjk
 from hub.catalog.models import CatalogEntry, CatalogFacet
 from hub.config import format_size
 from hub.content import blobs
-from hub.errors import EntryNotFound, HubError
+from hub.errors import BlobNotLocal, EntryNotFound, HubError
 from hub.repos import services as repos
 from hub.repos import trees
 from hub.repos.cards import split_card
@@ -52,29 +61,38 @@ MAX_QUERY = 200
 FACET_TTL = 3600  # seconds a version of the filter options is kept (a new version replaces it at once)
 
 SIZE_BUCKETS: list[tuple[str, str, int | None, int | None]] = [
-    ("lt100m", "< 100 MB", 0, 10**8),
-    ("100m-1g", "100 MB – 1 GB", 10**8, 10**9),
-    ("1g-10g", "1 – 10 GB", 10**9, 10**10),
-    ("10g-100g", "10 – 100 GB", 10**10, 10**11),
-    ("gt100g", "> 100 GB", 10**11, None),
-    ("unknown", "size unknown", None, None),
+    ("lt100m", gettext_lazy("< 100 MB"), 0, 10**8),
+    ("100m-1g", gettext_lazy("100 MB – 1 GB"), 10**8, 10**9),
+    ("1g-10g", gettext_lazy("1 – 10 GB"), 10**9, 10**10),
+    ("10g-100g", gettext_lazy("10 – 100 GB"), 10**10, 10**11),
+    ("gt100g", gettext_lazy("> 100 GB"), 10**11, None),
+    ("unknown", gettext_lazy("size unknown"), None, None),
 ]
 SORTS = {
-    # Each is served by an index of migration catalog.0005 (updated: 0004); ties go by name.
-    "downloads": ("Most downloaded", ["-downloads", "sort_name", "pk"]),
-    "updated": ("Recently updated", ["-last_modified", "-pk"]),
-    "size": ("Largest", [F("listed_size").desc(nulls_last=True), "sort_name", "pk"]),
-    "name": ("Name", ["sort_name", "pk"]),
+    # Each is served by an index of migration catalog.0005 (updated: 0004); ties go by name. Relevance
+    # (the default with search words; without, it is "downloads") ranks the matches: see _by_relevance.
+    "relevance": (gettext_lazy("Best match"), ["-downloads", "sort_name", "pk"]),
+    "downloads": (gettext_lazy("Most downloaded"), ["-downloads", "sort_name", "pk"]),
+    "updated": (gettext_lazy("Recently updated"), ["-last_modified", "-pk"]),
+    "size": (gettext_lazy("Largest"), [F("listed_size").desc(nulls_last=True), "sort_name", "pk"]),
+    "name": (gettext_lazy("Name"), ["sort_name", "pk"]),
 }
 FACETS = (CatalogFacet.TASK, CatalogFacet.MODALITY, CatalogFacet.LANGUAGE, CatalogFacet.LICENSE)  # Query fields
 MODALITIES = ["text", "image", "audio", "video", "tabular", "multimodal", "code"]
+# Names in the page's language (lazy: the filters' options are kept in the cache across languages).
 LANGUAGE_NAMES = {
-    "ar": "Arabic", "bg": "Bulgarian", "bn": "Bengali", "cs": "Czech", "de": "German", "el": "Greek",
-    "en": "English", "es": "Spanish", "et": "Estonian", "fi": "Finnish", "fr": "French", "gu": "Gujarati",
-    "hi": "Hindi", "hr": "Croatian", "hu": "Hungarian", "id": "Indonesian", "it": "Italian", "ja": "Japanese",
-    "kk": "Kazakh", "ko": "Korean", "lt": "Lithuanian", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
-    "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sw": "Swahili", "te": "Telugu",
-    "th": "Thai", "tr": "Turkish", "ur": "Urdu", "vi": "Vietnamese", "yo": "Yoruba", "zh": "Chinese",
+    "ar": gettext_lazy("Arabic"), "bg": gettext_lazy("Bulgarian"), "bn": gettext_lazy("Bengali"),
+    "cs": gettext_lazy("Czech"), "de": gettext_lazy("German"), "el": gettext_lazy("Greek"),
+    "en": gettext_lazy("English"), "es": gettext_lazy("Spanish"), "et": gettext_lazy("Estonian"),
+    "fi": gettext_lazy("Finnish"), "fr": gettext_lazy("French"), "gu": gettext_lazy("Gujarati"),
+    "hi": gettext_lazy("Hindi"), "hr": gettext_lazy("Croatian"), "hu": gettext_lazy("Hungarian"),
+    "id": gettext_lazy("Indonesian"), "it": gettext_lazy("Italian"), "ja": gettext_lazy("Japanese"),
+    "kk": gettext_lazy("Kazakh"), "ko": gettext_lazy("Korean"), "lt": gettext_lazy("Lithuanian"),
+    "nl": gettext_lazy("Dutch"), "pl": gettext_lazy("Polish"), "pt": gettext_lazy("Portuguese"),
+    "ro": gettext_lazy("Romanian"), "ru": gettext_lazy("Russian"), "sk": gettext_lazy("Slovak"),
+    "sl": gettext_lazy("Slovenian"), "sw": gettext_lazy("Swahili"), "te": gettext_lazy("Telugu"),
+    "th": gettext_lazy("Thai"), "tr": gettext_lazy("Turkish"), "ur": gettext_lazy("Urdu"),
+    "vi": gettext_lazy("Vietnamese"), "yo": gettext_lazy("Yoruba"), "zh": gettext_lazy("Chinese"),
 }
 # Shown on the home page when they are in the catalog (the issue's flagship entries).
 HIGHLIGHTS = [
@@ -85,8 +103,13 @@ HIGHLIGHTS = [
 ]
 
 
-def language_name(code: str) -> str:
-    return LANGUAGE_NAMES.get(code, code)
+def language_name(code: str, *, english: bool = False) -> str:
+    """The language's name in the page's language, or in English (as the search text holds it,
+    whatever language the request that indexes an entry was in)."""
+    if english:
+        with translation.override(None):
+            return str(LANGUAGE_NAMES.get(code, code))
+    return str(LANGUAGE_NAMES.get(code, code))
 
 
 def size_bucket(size: int | None) -> str:
@@ -107,6 +130,8 @@ class EntryData:
 
     title: str
     summary: str = ""
+    title_zh: str = ""
+    summary_zh: str = ""
     license: str = ""
     tasks: list[str] = field(default_factory=list)
     modality: list[str] = field(default_factory=list)
@@ -207,9 +232,10 @@ def search_text(repo_id: str, e: CatalogEntry) -> str:
     parser reads "llama-2" as 'llama' and the number '-2', and "org-1e5" as 'org' and a float, so a
     search for "llama 2" would not find them by their original spelling alone."""
     words = " ".join(_WORD.findall(f"{repo_id} {e.upstream_id} {e.title}".replace("_", " ")))
-    parts = [repo_id, e.upstream_id, e.title, words, e.summary, " ".join(e.tasks).replace("-", " "),
-             " ".join(e.modality), " ".join(language_name(c) for c in e.languages), e.license, e.base_model,
+    parts = [repo_id, e.upstream_id, e.title, words, e.title_zh, e.summary, e.summary_zh, " ".join(e.tasks).replace("-", " "),
+             " ".join(e.modality), " ".join(language_name(c, english=True) for c in e.languages), e.license, e.base_model,
              e.parameters]
+    parts.append(cjk.grams(" ".join([e.title, e.title_zh, e.summary, e.summary_zh])))
     return " ".join(p for p in parts if p)
 
 
@@ -272,15 +298,23 @@ class Query:
             page = max(1, int(params.get("p") or 1))
         except ValueError:
             page = 1
-        return cls(type=repo_type, q=one("q", MAX_QUERY), task=one("task"), modality=one("modality"),
+        q = one("q", MAX_QUERY)
+        if sort not in SORTS or (sort == "relevance" and not _terms(q)):
+            sort = "relevance" if _terms(q) else "downloads"
+        return cls(type=repo_type, q=q, task=one("task"), modality=one("modality"),
                    language=one("language"), license=one("license"),
                    size=size if size in {b[0] for b in SIZE_BUCKETS} else "",
                    mirrored=one("mirrored") if one("mirrored") in ("yes", "no") else "",
-                   sort=sort if sort in SORTS else "downloads", page=min(page, 10_000))
+                   sort=sort, page=min(page, 10_000))
 
     @property
     def active_filters(self) -> list[tuple[str, str]]:
         return [(k, getattr(self, k)) for k in self.FILTERS if getattr(self, k)]
+
+
+def sort_choices(query: Query) -> list[tuple[str, str]]:
+    """The sorts a list offers: relevance only when there are search words to be relevant to."""
+    return [(k, v[0]) for k, v in SORTS.items() if k != "relevance" or query.sort == "relevance" or _terms(query.q)]
 
 
 def _terms(q: str) -> list[str]:
@@ -303,9 +337,8 @@ def _text_filter(q: str) -> Q | None:
         # match a subquery of its own, read once from the GIN index and hashed; pulled up into a
         # join, the planner walks the sort's index and tests each repo's vector (10 ms for a word
         # that matches a quarter of the catalog, against 3 ms).
-        raw = " & ".join(f"{t}:*" for t in terms)
         return Q(pk__in=RawSQL("SELECT repo_id FROM catalog_repo_search "
-                               "WHERE search @@ to_tsquery('english', %s) OFFSET 0", [raw]))
+                               "WHERE search @@ to_tsquery('english', %s) OFFSET 0", [cjk.tsquery(terms)]))
     by_name = Q()
     for t in terms:
         by_name &= Q(name__icontains=t) | Q(namespace__in=Namespace.objects.filter(name__icontains=t).values("pk"))
@@ -351,7 +384,53 @@ def listing(user, query: Query) -> QuerySet[Repo]:
             qs = qs.filter(listed_size__gte=low)
             if high is not None:
                 qs = qs.filter(listed_size__lt=high)
+    if query.sort == "relevance" and text is not None:
+        return _by_relevance(qs, query.q)
     return qs.order_by(*SORTS[query.sort][1])
+
+
+def _by_relevance(qs: QuerySet[Repo], q: str) -> QuerySet[Repo]:
+    """A search's matches (`qs`) in order of how well they match: the repo id or name itself, then
+    names that start with the words (or repos of a namespace of that name), then titles holding
+    every word, then tasks and modalities holding them, then the rest (the words are in the
+    summary or elsewhere); within each, the most downloaded first, then the largest (on a fresh
+    hub nothing is downloaded yet: the full set before its samples and variants, ImageNet-1k before
+    Imagenette), then shorter (more canonical) names. Computed over the matches only (the words'
+    match is a subquery before it)."""
+    terms = _terms(q)
+    phrase = " ".join(terms)
+    names = {phrase, phrase.replace(" ", "-"), phrase.replace(" ", "_"), "".join(terms)}
+    exact = Q()
+    prefix = Q(namespace__name__iexact=phrase)
+    for n in names:
+        exact |= Q(name__iexact=n)
+        prefix |= Q(name__istartswith=n)
+    if "/" in q.strip():
+        ns, _, name = q.strip().partition("/")
+        exact |= Q(namespace__name__iexact=ns.strip(), name__iexact=name.strip())
+    in_title = Q()
+    in_tags = Q()
+    for t in terms:
+        in_title &= _word_in("catalog__title", t) | _word_in("catalog__title_zh", t)
+        in_tags &= _word_in("tags_text", t)
+    tags = Concat(Cast("catalog__tasks", TextField()), Value(" "), Cast("catalog__modality", TextField()),
+                  output_field=TextField())
+    tier = Case(When(exact, then=Value(0)), When(prefix, then=Value(1)), When(in_title, then=Value(2)),
+                When(in_tags, then=Value(3)), default=Value(4), output_field=IntegerField())
+    return qs.annotate(tags_text=tags).order_by(tier.asc(), F("downloads").desc(),
+                                                F("listed_size").desc(nulls_last=True), Length("name").asc(),
+                                                "sort_name", "pk")
+
+
+def _word_in(field: str, term: str) -> Q:
+    """`field` holds a word starting with `term` ("code" is in "Code Llama", not in "Cross-Encoder"),
+    or holds a CJK term anywhere (CJK text has no spaces between its words)."""
+    if cjk.has_cjk(term):
+        return Q(**{f"{field}__icontains": term})
+    starts = Q(**{f"{field}__istartswith": term})
+    for sep in (" ", "-", "_", "/", "(", '"', "."):
+        starts |= Q(**{f"{field}__icontains": sep + term})
+    return starts
 
 
 def web_path(repo_type: str, repo_id: str) -> str:
@@ -374,6 +453,8 @@ class CardRow:
     entry: int | None  # the catalog entry's id; None for a repo without catalog metadata
     title: str | None
     summary: str | None
+    title_zh: str | None
+    summary_zh: str | None
     license: str | None
     tasks: list[str] | None
     modality: list[str] | None
@@ -391,7 +472,7 @@ class CardRow:
 
 
 _CARD_COLUMNS = ("pk", "type", "ns", "name", "private", "last_modified", "downloads", "catalog__id",
-                 "catalog__title", "catalog__summary", "catalog__license", "catalog__tasks", "catalog__modality",
+                 "catalog__title", "catalog__summary", "catalog__title_zh", "catalog__summary_zh", "catalog__license", "catalog__tasks", "catalog__modality",
                  "catalog__parameters", "mirrored", "listed_size")
 
 
@@ -577,18 +658,32 @@ def facet_options(repo_type: str) -> dict[str, list[tuple[str, str, int]]]:
     process (or in the shared cache) under the facets' version, so the counts shown are never older
     than the data; computing them reads every facet row (10-30 ms with 10,000 repos)."""
     key = f"catalog:facets:{repo_type}:{facet_version()}"
+    language = translation.get_language()
+    labeled = _FACETS_LABELED.get((key, language))
+    if labeled is not None:
+        return labeled
     found = cache.get(key)
-    if found is not None:
-        return found
-    rows = (CatalogFacet.objects.filter(repo__type=repo_type, repo__private=False)
-            .values_list("kind", "value").annotate(n=Count("id")).order_by("kind", "-n", "value"))
-    out: dict[str, list[tuple[str, str, int]]] = {k: [] for k in CatalogFacet.KINDS}
-    for kind, value, n in rows:
-        label = language_name(value) if kind == CatalogFacet.LANGUAGE else value
-        out[kind].append((value, label, n))
-    out[CatalogFacet.LANGUAGE].sort(key=lambda r: (-r[2], r[1]))
-    cache.set(key, out, FACET_TTL)
-    return out
+    if found is None:
+        rows = (CatalogFacet.objects.filter(repo__type=repo_type, repo__private=False)
+                .values_list("kind", "value").annotate(n=Count("id")).order_by("kind", "-n", "value"))
+        found = {k: [] for k in CatalogFacet.KINDS}
+        for kind, value, n in rows:
+            found[kind].append((value, n))
+        # (languages by their English names, whoever fills it: one order in every language)
+        found[CatalogFacet.LANGUAGE].sort(key=lambda r: (-r[1], language_name(r[0], english=True)))
+        cache.set(key, found, FACET_TTL)
+    # Plain values and counts are kept (unpickling a lazy translation per label cost more than the
+    # page's queries); the labels are made here, in the page's language.
+    names = {code: language_name(code) for code, _ in found[CatalogFacet.LANGUAGE]}
+    labeled = {kind: [(v, names[v] if kind == CatalogFacet.LANGUAGE else v, n) for v, n in rows]
+               for kind, rows in found.items()}
+    if len(_FACETS_LABELED) > 64:
+        _FACETS_LABELED.clear()
+    _FACETS_LABELED[(key, language)] = labeled  # (per process: a new version is a new key)
+    return labeled
+
+
+_FACETS_LABELED: dict[tuple[str, str | None], dict] = {}
 
 
 # --- home -----------------------------------------------------------------------------------------
@@ -637,6 +732,12 @@ def entry_of(repo: Repo) -> CatalogEntry | None:
 
 def is_mirrored(repo: Repo) -> bool:
     return repo.file_count > 1 or repo.total_size > len(repos.GITATTRIBUTES)
+
+
+def upstream_of(repo: Repo) -> str | None:
+    """The Hugging Face id a curated catalog entry comes from (None for samples and users' repos)."""
+    return (CatalogEntry.objects.filter(repo=repo, source=CatalogEntry.SEED).exclude(upstream_id="")
+            .values_list("upstream_id", flat=True).first())
 
 
 def not_mirrored_notice(repo: Repo) -> str | None:
@@ -739,16 +840,19 @@ def card_facts(repo: Repo, entry: CatalogEntry | None, card_meta: dict) -> list[
         return [str(v) for v in value] if isinstance(value, list) else []
 
     if entry is not None and entry.source != CatalogEntry.CARD:
-        facts = [("License", entry.license, []), ("Tasks", "", entry.tasks), ("Modality", "", entry.modality),
-                 ("Languages", "", [language_name(c) for c in entry.languages]),
-                 ("Parameters", entry.parameters, []), ("Base model", entry.base_model, []),
-                 ("Custom code", "loads with trust_remote_code=True" if entry.trust_remote_code else "", []),
-                 ("Upstream size", format_size(entry.upstream_size) if entry.upstream_size else "", []),
-                 ("Upstream files", f"{entry.upstream_files:,}" if entry.upstream_files else "", [])]
+        facts = [(gettext_lazy("License"), entry.license, []), (gettext_lazy("Tasks"), "", entry.tasks),
+                 (gettext_lazy("Modality"), "", entry.modality),
+                 (gettext_lazy("Languages"), "", [language_name(c) for c in entry.languages]),
+                 (gettext_lazy("Parameters"), entry.parameters, []), (gettext_lazy("Base model"), entry.base_model, []),
+                 (gettext_lazy("Custom code"),
+                  gettext_lazy("loads with trust_remote_code=True") if entry.trust_remote_code else "", []),
+                 (gettext_lazy("Upstream size"), format_size(entry.upstream_size) if entry.upstream_size else "", []),
+                 (gettext_lazy("Upstream files"), f"{entry.upstream_files:,}" if entry.upstream_files else "", [])]
     else:
-        facts = [("License", str(card_meta.get("license") or ""), []),
-                 ("Tasks", "", listed(card_meta.get("task_categories") or card_meta.get("pipeline_tag"))),
-                 ("Languages", "", listed(card_meta.get("language"))), ("Tags", "", listed(card_meta.get("tags")))]
+        facts = [(gettext_lazy("License"), str(card_meta.get("license") or ""), []),
+                 (gettext_lazy("Tasks"), "", listed(card_meta.get("task_categories") or card_meta.get("pipeline_tag"))),
+                 (gettext_lazy("Languages"), "", listed(card_meta.get("language"))),
+                 (gettext_lazy("Tags"), "", listed(card_meta.get("tags")))]
     return [f for f in facts if f[1] or f[2]]
 
 
@@ -835,7 +939,10 @@ def preview(path: str, entry: trees.Entry) -> str | None:
     """The text of a small text file, for showing it; None for binary or large files."""
     if entry.is_dir or entry.size > PREVIEW_MAX or not path.lower().endswith(_TEXT_SUFFIXES):
         return None
-    data = blobs.object_store().read_bytes(blobs.key_for(entry.ref))
+    try:
+        data = blobs.object_store().read_bytes(blobs.key_for(entry.ref))
+    except BlobNotLocal:  # fetched from upstream on its first download: not read for a preview
+        return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

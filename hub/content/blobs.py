@@ -8,6 +8,7 @@ import functools
 import hashlib
 import io
 import logging
+import os
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -16,9 +17,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from hub.celery import run_soon
 from hub.content import refs
 from hub.content.models import Blob, BlobProof
-from hub.errors import BadRequest, BlobCorrupt, UnprocessableEntity
+from hub.errors import BadRequest, BlobCorrupt, BlobNotLocal, UnprocessableEntity
 from storage.store.objectstore import (
     ObjectStore,
     from_url,
@@ -61,9 +63,64 @@ def lfs_pointer_oid(sha256: str, size: int) -> str:
     return git_blob_oid(lfs_pointer(sha256, size))
 
 
-def stored_blob(sha256: str) -> Blob | None:
-    """The blob, if its bytes are stored and good (verified, not found corrupt since)."""
-    return Blob.objects.filter(sha256=sha256, verified=True, corrupt_at=None).first()
+def stored_blob(sha256: str, user=None) -> Blob | None:
+    """The blob, if its bytes are stored and good (verified, not found corrupt since) — or, for
+    `user`, bytes they claimed and are being verified in the background (`claim`)."""
+    blob = Blob.objects.filter(sha256=sha256, corrupt_at=None, remote=False).first()
+    if blob is None or blob.verified:
+        return blob
+    return blob if claimed_by(user, [sha256]) else None
+
+
+def claimed_by(user, sha256s: list[str]) -> set[str]:
+    """Which of these blobs `user` holds a proof of: for one not verified yet, that they claimed it
+    (uploaded it in checked parts) — the only proofs an unverified blob has are its claimant's
+    (`reuse` grants them only for verified ones). (Not asking whether it is verified: the background
+    check may finish between a caller's read of the row and this query.)"""
+    if user is None or not getattr(user, "pk", None) or not sha256s:
+        return set()
+    return set(BlobProof.objects.filter(user=user, blob_id__in=sha256s, blob__corrupt_at=None,
+                                        blob__remote=False).values_list("blob_id", flat=True))
+
+
+def claim(store: ObjectStore, key: str, sha256: str, size: int, user) -> Blob:
+    """Bytes at `key` that the store checked part by part against the sha256 of each part their
+    uploader named (a checked upload session), under the whole-file sha256 the uploader names too:
+    recorded without reading them back, as a blob only its claimant may use until its background
+    check (hub.content.integrity.verify_blob, queued here) has hashed the whole and marked it
+    verified — or corrupt, never served again. Dedup across accounts waits for that check.
+
+    When the hash names a blob already stored that the uploader may not use, or another claimant's
+    pending one, these bytes are read back and hashed now (`install`): a claim never grants access
+    to bytes someone else holds. The caller deletes `key` when the blob lives elsewhere."""
+    with transaction.atomic():
+        row = Blob.objects.select_for_update().filter(pk=sha256).first()
+        if row is None:
+            try:
+                with transaction.atomic():
+                    blob = Blob.objects.create(sha256=sha256, size=size, verified=False,
+                                               key="" if key == blob_key(sha256) else key)
+            except IntegrityError:  # a concurrent upload of the same bytes won the insert
+                blob = None
+            if blob is not None:
+                _proof(blob, user)
+                blob._created_now = True
+                transaction.on_commit(lambda: _verify_later(sha256))
+                return blob
+        elif row.corrupt_at is None and not row.remote and BlobProof.objects.filter(user=user, blob=row).exists():
+            Blob.objects.filter(pk=sha256).update(touched=timezone.now())
+            row._created_now = False  # the uploader holds these bytes already: this copy is redundant
+            return row
+    digest, actual = store.sha256(key)
+    if actual != size or digest != sha256:
+        raise UnprocessableEntity(f"object {sha256}: the uploaded bytes ({actual} bytes, expected {size}) hash "
+                                  f"to {digest}; upload the right file again")
+    return install(store, key, sha256, size, user)
+
+
+def _verify_later(sha256: str) -> None:
+    """The background check of a claimed blob (to the workers, or a thread without a broker)."""
+    run_soon("hub.repos.tasks.verify_blob", sha256)
 
 
 def key_of(blob: Blob) -> str:
@@ -106,14 +163,18 @@ def forget(sha256: str) -> None:
 
 
 def key_for(sha256: str) -> str:
-    """The object key of a stored blob, for serving it: raises BlobCorrupt for bytes found corrupt.
-    Cached per process: a blob's key never changes."""
+    """The object key of a stored blob, for serving it: raises BlobCorrupt for bytes found corrupt,
+    BlobNotLocal for bytes an upstream holds (not fetched yet, or evicted). Cached per process: a
+    blob's key never changes; bytes an upstream holds too are the exception (they may be evicted at
+    any time, hub.mirrors.ondemand), so their row is read every time."""
     check_servable(sha256)
     key = _KEYS.get(sha256)
     if key is None:
-        row = Blob.objects.filter(pk=sha256).values_list("key", flat=True).first()
-        key = row or blob_key(sha256)
-        if row is not None:
+        row = Blob.objects.filter(pk=sha256).values_list("key", "remote", "upstream").first()
+        if row is not None and row[1]:
+            raise BlobNotLocal(sha256)
+        key = (row[0] if row else "") or blob_key(sha256)
+        if row is not None and not row[2]:
             if len(_KEYS) > 100_000:
                 _KEYS.clear()
             _KEYS[sha256] = key
@@ -154,14 +215,14 @@ def _record(sha256: str, size: int, key: str, user=None) -> Blob:
                 created = True
             except IntegrityError:  # a concurrent upload of the same bytes won the insert
                 blob = Blob.objects.select_for_update().get(pk=sha256)
-        if not created and (not blob.verified or blob.corrupt_at is not None):
-            old = key_of(blob)
+        if not created and (not blob.verified or blob.corrupt_at is not None or blob.remote):
+            old = None if blob.remote else key_of(blob)
             Blob.objects.filter(pk=sha256).update(key="" if canonical else key, verified=True, corrupt_at=None,
-                                                  corrupt_reason="", checked_at=timezone.now())
+                                                  corrupt_reason="", checked_at=timezone.now(), remote=False)
             blob.refresh_from_db()
             forget(sha256)
             created = True  # these bytes are the blob's now
-            if old != key:
+            if old is not None and old != key:
                 transaction.on_commit(lambda: object_store().delete(old))
         _proof(blob, user)
     blob._created_now = created
@@ -198,6 +259,11 @@ def _put_pool() -> ThreadPoolExecutor:
     """Threads that store many small objects at once for one request (a commit of 300 inline files
     costs one round trip's latency per 8 files, not per file). They touch no database."""
     return ThreadPoolExecutor(max_workers=8, thread_name_prefix="hub-put")
+
+
+def store_map(fn, items) -> list:
+    """fn(item) for each item on the store threads (calls to the store only, no database), in order."""
+    return list(_put_pool().map(fn, items))
 
 
 def ingest_many(contents, user=None) -> dict[str, Blob]:
@@ -246,6 +312,31 @@ def ingest_stream(stream, size: int, *, sha256: str | None = None, user=None) ->
     return blob
 
 
+def ingest_checked_file(path, sha256: str, size: int, user=None) -> Blob:
+    """A file on this server's disk whose bytes the caller hashed as they arrived (to `sha256`)
+    becomes the blob, without hashing them again: a store on this disk takes the file by a hard
+    link (no second copy), another one gets it streamed. The same incoming key and clean-up as
+    `ingest_stream`."""
+    store = object_store()
+    incoming = f"blobs/incoming/{uuid.uuid4().hex}"
+    blob = None
+    try:
+        local = store.local_path(incoming)
+        try:
+            if not local:
+                raise OSError("not a local store")
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            os.link(path, local)
+        except OSError:
+            with open(path, "rb") as fh:
+                store.put_stream(incoming, fh, size)
+        blob = install(store, incoming, sha256, size, user)
+    finally:
+        if blob is None or key_of(blob) != incoming:
+            store.delete(incoming)
+    return blob
+
+
 def install(store: ObjectStore, staging: str, sha256: str, size: int, user) -> Blob:
     """Verified bytes at `staging` become the blob, unless the blob exists already (then the copy
     is redundant and the caller deletes it)."""
@@ -257,6 +348,45 @@ def install(store: ObjectStore, staging: str, sha256: str, size: int, user) -> B
     if not blob._created_now and key != key_of(blob):
         store.delete(key)  # lost a race with an identical upload
     return blob
+
+
+def install_many(store: ObjectStore, staged: list[tuple[str, str, int]], user) -> dict[str, Blob]:
+    """`install` for many verified objects at once, (key, sha256, size) each: sha256 -> Blob, in one
+    transaction (a push of 5,000 small files verifies them 1,000 at a time). New blobs stay at
+    their keys (on S3 `promote` keeps an object where it is); bytes stored already make the staged
+    copy redundant, deleted here once the transaction holds. A row that needs healing (never
+    verified, found corrupt, or at an upstream) goes through `install`."""
+    if type(store).promote is not ObjectStore.promote:  # (a store that moves objects: one by one)
+        return {sha: install(store, key, sha, size, user) for key, sha, size in staged}
+    staged = list({sha: (key, sha, size) for key, sha, size in staged}.values())
+    shas = [sha for _key, sha, _size in staged]
+    out: dict[str, Blob] = {}
+    redundant: list[str] = []
+    with transaction.atomic():
+        rows = {b.sha256: b for b in Blob.objects.select_for_update().filter(pk__in=shas)}
+        heal = [(key, sha, size) for key, sha, size in staged
+                if sha in rows and (not rows[sha].verified or rows[sha].corrupt_at is not None or rows[sha].remote)]
+        Blob.objects.bulk_create([Blob(sha256=sha, size=size, verified=True, key="" if key == blob_key(sha) else key)
+                                  for key, sha, size in staged if sha not in rows], ignore_conflicts=True)
+        now = {b.sha256: b for b in Blob.objects.filter(pk__in=shas)}  # (with rows a concurrent upload made)
+        Blob.objects.filter(pk__in=[sha for sha in rows if sha not in {h[1] for h in heal}]).update(
+            touched=timezone.now())
+        if user is not None and getattr(user, "pk", None):
+            BlobProof.objects.bulk_create([BlobProof(user=user, blob_id=sha) for sha in shas], ignore_conflicts=True)
+        for key, sha, _size in staged:
+            if any(h[1] == sha for h in heal):
+                continue
+            blob = now[sha]
+            blob._created_now = key_of(blob) == key
+            if not blob._created_now:
+                redundant.append(key)
+            out[sha] = blob
+    for key, sha, size in heal:
+        out[sha] = install(store, key, sha, size, user)
+        if key_of(out[sha]) != key:
+            redundant.append(key)
+    store_map(store.delete, redundant)
+    return out
 
 
 class _HashingReader(io.RawIOBase):

@@ -47,7 +47,7 @@ def verify_blob(sha256: str) -> bool | None:
 def verify_unverified(limit: int = 100) -> dict[str, int]:
     """Checks blobs recorded without verification (oldest first)."""
     out = {"checked": 0, "corrupt": 0}
-    for sha in Blob.objects.filter(verified=False, corrupt_at=None).order_by("created").values_list(
+    for sha in Blob.objects.filter(verified=False, corrupt_at=None, remote=False).order_by("created").values_list(
             "sha256", flat=True)[:limit]:
         ok = verify_blob(sha)
         out["checked"] += ok is not None
@@ -59,7 +59,7 @@ def scrub(max_blobs: int = 100, max_bytes: int = 10 * 10**9) -> dict[str, int]:
     """Re-checks the verified blobs checked longest ago (never-checked first), up to `max_blobs`
     blobs or `max_bytes` bytes per run."""
     out = {"checked": 0, "corrupt": 0, "bytes": 0}
-    rows = (Blob.objects.filter(corrupt_at=None).order_by(F("checked_at").asc(nulls_first=True), "created")
+    rows = (Blob.objects.filter(corrupt_at=None, remote=False).order_by(F("checked_at").asc(nulls_first=True), "created")
             .values_list("sha256", "size")[:max_blobs])
     for sha, size in rows:
         if out["checked"] and out["bytes"] + size > max_bytes:

@@ -16,6 +16,13 @@ class Blob(models.Model):
     sha256 = models.CharField(max_length=64, primary_key=True)
     size = models.BigIntegerField()
     verified = models.BooleanField(default=False, help_text="sha256 checked against the stored bytes")
+    # Not in the store (yet): an upstream holds the bytes, and hub.mirrors.ondemand fetches them on
+    # their first read (then they are recorded like any upload: verified, remote False). A remote
+    # blob is never verified, never reused by hash, never checked by integrity runs.
+    remote = models.BooleanField(default=False, help_text="bytes at an upstream, fetched on first read")
+    # An upstream holds these bytes too (a catalog entry's file): once fetched they may be evicted
+    # again, so their key is never cached by a process (blobs.key_for reads the row every time).
+    upstream = models.BooleanField(default=False, help_text="an upstream holds them too (evictable)")
     # Where the bytes live; empty = the canonical blobs/<ab>/<cd>/<sha256>. Multipart uploads to S3
     # stay under their own session key (no copy), so no upload can ever write over verified bytes.
     key = models.CharField(max_length=300, blank=True)
@@ -77,6 +84,10 @@ class UploadSession(models.Model):
     # (hub.uploads.sessions.revive) so that a retry completes it from the parts already sent.
     lease = models.CharField(max_length=32, blank=True, default="")
     claimed = models.DateTimeField(null=True, blank=True)
+    # Every part URL of a checked session was signed with the sha256 of that part, which the store
+    # checks as the part lands (hub.uploads.sessions.checked_part_urls): completing it needs no
+    # read-back, and its blob is verified as a whole in the background (blobs.claim).
+    checked = models.BooleanField(default=False)
 
     class Meta:
         db_table = "repos_uploadsession"  # (created by the repos app; the table kept its name)

@@ -67,6 +67,13 @@ def serve_local(request: HttpRequest, path: str, size: int, headers: dict, filen
     else:
         fh.seek(start)
         resp = StreamingHttpResponse(file_range(fh, end - start), content_type="application/octet-stream")
+    return ranged(resp, rng, size, headers, filename)
+
+
+def ranged(resp: HttpResponse, rng: tuple[int, int] | None, size: int, headers: dict, filename: str
+           ) -> HttpResponse:
+    """`resp`, whose body is bytes `rng` of the file (None: all of it), with its status and headers."""
+    start, end = rng if rng else (0, size)
     resp.status_code = 206 if rng else 200
     for k, v in headers.items():
         resp[k] = v

@@ -14,7 +14,7 @@ from django.core import signing
 from hub.errors import NotFound
 
 SALT = "hub.content.url"
-KINDS = ("upload", "part", "complete", "object", "xet", "xorb")  # what a token may be for
+KINDS = ("upload", "part", "complete", "put", "object", "xet", "xorb")  # what a token may be for
 
 
 def base_url(request) -> str:

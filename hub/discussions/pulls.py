@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from hub.accounts.actor import Actor
 from hub.content import blobs
@@ -61,7 +62,7 @@ def access_pull_request(repo: Repo, revision: str) -> Discussion:
     found = (Discussion.objects.select_related("repo__namespace", "author")
              .filter(repo=repo, num=int(num), is_pull_request=True).first() if num.isdigit() else None)
     if found is None:
-        raise RevisionNotFound(f"revision {revision!r} not found in {repo.repo_id}")
+        raise RevisionNotFound(gettext("revision %(revision)r not found in %(repo_id)s") % {"revision": revision, "repo_id": repo.repo_id})
     found.repo = repo
     return found
 
@@ -74,27 +75,27 @@ def check_commit(actor: Actor, repo: Repo, revision: str, *, create_pr: bool) ->
     services.check_can_participate(actor, repo)
     if create_pr:
         if is_pr_revision(revision):
-            raise BadRequest(f"create_pr opens a new pull request against a branch; to add to {revision}, commit "
-                             "to it without create_pr")
+            raise BadRequest(gettext("create_pr opens a new pull request against a branch; to add to "
+                                     "%(revision)s, commit to it without create_pr") % {"revision": revision})
         branch = revision.removeprefix("refs/heads/")
         if not Ref.objects.filter(repo=repo, kind=Ref.BRANCH, name=branch).exists():
             # (a tag or a commit id too, as upstream: there is no such branch to merge into)
-            raise RevisionNotFound(f"a pull request targets a branch, and {revision!r} is not a branch of "
-                                   f"{repo.repo_id}")
+            raise RevisionNotFound(gettext("a pull request targets a branch, and %(revision)r is not a "
+                                           "branch of %(repo_id)s") % {"revision": revision, "repo_id": repo.repo_id})
         return Target(repo, None, branch)
     discussion = access_pull_request(repo, revision)
     if actor.user.pk != discussion.author_id and not services.is_maintainer(actor, repo):
-        raise Forbidden(f"only the author of pull request #{discussion.num} or a member of {repo.namespace.name} "
-                        "with write access can push to it; open a pull request of your own (create_pr)")
+        raise Forbidden(gettext("only the author of pull request #%(num)s or a member of %(name)s with "
+                                "write access can push to it; open a pull request of your own (create_pr)") % {"num": discussion.num, "name": repo.namespace.name})
     _check_active(discussion, "push to it")
     return Target(repo, discussion, discussion.target_branch)
 
 
 def _check_active(discussion: Discussion, what: str) -> None:
     if discussion.status == Discussion.MERGED:
-        raise BadRequest(f"pull request #{discussion.num} is merged: you can no longer {what}")
+        raise BadRequest(gettext("pull request #%(num)s is merged: you can no longer %(what)s") % {"num": discussion.num, "what": services.word(what)})
     if discussion.status == Discussion.CLOSED:
-        raise BadRequest(f"pull request #{discussion.num} is closed: reopen it to {what}")
+        raise BadRequest(gettext("pull request #%(num)s is closed: reopen it to %(what)s") % {"num": discussion.num, "what": services.word(what)})
 
 
 def do_commit(actor: Actor, target: Target, ops: repos.CommitOps, *, title: str, message: str = "",
@@ -117,13 +118,14 @@ def do_commit(actor: Actor, target: Target, ops: repos.CommitOps, *, title: str,
             parent_commit = None  # (refs/pr/N is at it now)
         ref = pullrefs.pr_ref(repo, discussion.num)
         if ref is None:
-            raise RevisionNotFound(f"revision refs/pr/{discussion.num} not found in {repo.repo_id}")
+            raise RevisionNotFound(gettext("revision refs/pr/%(num)s not found in %(repo_id)s") % {"num": discussion.num, "repo_id": repo.repo_id})
         commit = repos.do_commit(actor, repo, f"refs/pr/{discussion.num}", ops, title=title, message=message,
                                  parent_commit=parent_commit, pr_ref=ref)
         still = (Discussion.objects.filter(pk=discussion.pk, status__in=(Discussion.OPEN, Discussion.DRAFT))
                  .update(updated=timezone.now()))
         if not still:
-            raise Conflict(f"pull request #{discussion.num} was merged or closed meanwhile; nothing was committed")
+            raise Conflict(gettext("pull request #%(num)s was merged or closed meanwhile; nothing was "
+                                   "committed") % {"num": discussion.num})
         services.do_add_event(discussion, Event.COMMIT, actor.user, data={"oid": commit.oid, "subject": commit.title})
     return commit, discussion
 
@@ -151,7 +153,7 @@ def state(discussion: Discussion) -> State:
     repo = discussion.repo
     ref = pullrefs.pr_ref(repo, discussion.num)
     if ref is None:
-        raise RevisionNotFound(f"revision refs/pr/{discussion.num} not found in {repo.repo_id}")
+        raise RevisionNotFound(gettext("revision refs/pr/%(num)s not found in %(repo_id)s") % {"num": discussion.num, "repo_id": repo.repo_id})
     head = ref.commit
     target_head = (Ref.objects.select_related("commit")
                    .filter(repo=repo, kind=Ref.BRANCH, name=discussion.target_branch).first())
@@ -279,14 +281,14 @@ def check_merge(actor: Actor, discussion: Discussion, comment=None) -> Event:
     """Merges a pull request into its target branch (maintainers only)."""
     services.check_can_participate(actor, discussion.repo)
     if not discussion.is_pull_request:
-        raise BadRequest(f"#{discussion.num} is a discussion, not a pull request: there is nothing to merge")
+        raise BadRequest(gettext("#%(num)s is a discussion, not a pull request: there is nothing to merge") % {"num": discussion.num})
     if not services.is_maintainer(actor, discussion.repo):
-        raise Forbidden(f"only members of {discussion.repo.namespace.name} with write access can merge pull "
-                        f"requests of {discussion.repo.repo_id}")
+        raise Forbidden(gettext("only members of %(name)s with write access can merge pull requests of "
+                                "%(repo_id)s") % {"name": discussion.repo.namespace.name, "repo_id": discussion.repo.repo_id})
     comment = services.check_text(comment, "comment", required=False)
     _check_active(discussion, "merge it")
     if discussion.status == Discussion.DRAFT:
-        raise BadRequest(f"pull request #{discussion.num} is a draft: mark it open (ready) before merging it")
+        raise BadRequest(gettext("pull request #%(num)s is a draft: mark it open (ready) before merging it") % {"num": discussion.num})
     return do_merge(actor, discussion, comment)
 
 
@@ -302,14 +304,15 @@ def do_merge(actor: Actor, discussion: Discussion, comment: str = "") -> Event:
     repo = discussion.repo
     st = state(discussion)
     if st.target_head is None:
-        raise RevisionNotFound(f"the target branch {discussion.target_branch!r} of pull request #{discussion.num} "
-                               f"no longer exists in {repo.repo_id}")
+        raise RevisionNotFound(gettext("the target branch %(target_branch)r of pull request #%(num)s no "
+                                       "longer exists in %(repo_id)s") % {"target_branch": discussion.target_branch, "num": discussion.num, "repo_id": repo.repo_id})
     if st.conflicts:
         named = ", ".join(st.conflicts[:CONFLICTS_NAMED])
         more = f" and {len(st.conflicts) - CONFLICTS_NAMED} more" if len(st.conflicts) > CONFLICTS_NAMED else ""
-        raise MergeConflict(f"pull request #{discussion.num} cannot be merged: {discussion.target_branch} changed "
-                            f"these files since it started, and so does the pull request: {named}{more}. "
-                            "Update the pull request to match, or open a new one from the current head",
+        raise MergeConflict(gettext("pull request #%(num)s cannot be merged: %(target_branch)s changed "
+                                    "these files since it started, and so does the pull request: "
+                                    "%(named)s%(more)s. Update the pull request to match, or open a new "
+                                    "one from the current head") % {"num": discussion.num, "target_branch": discussion.target_branch, "named": named, "more": more},
                             st.conflicts)
     store = trees.NodeStore()
     ops = repos.CommitOps(user=actor.user)
@@ -321,8 +324,8 @@ def do_merge(actor: Actor, discussion: Discussion, comment: str = "") -> Event:
         else:
             ops.add_copy(c.path, c.new)
     if not ops:
-        raise BadRequest(f"pull request #{discussion.num} changes nothing on {discussion.target_branch}: there is "
-                         "nothing to merge (close it instead)")
+        raise BadRequest(gettext("pull request #%(num)s changes nothing on %(target_branch)s: there is "
+                                 "nothing to merge (close it instead)") % {"num": discussion.num, "target_branch": discussion.target_branch})
     titles = list(Event.objects.filter(discussion=discussion, kind=Event.COMMIT).order_by("created", "pk")
                   .values_list("data__subject", flat=True))
     message = "\n".join(f"- {t}" for t in titles if t)
@@ -333,7 +336,8 @@ def do_merge(actor: Actor, discussion: Discussion, comment: str = "") -> Event:
         merged = (Discussion.objects.filter(pk=discussion.pk, status=Discussion.OPEN)
                   .update(status=Discussion.MERGED, merge_oid=commit.oid, updated=timezone.now()))
         if not merged:
-            raise Conflict(f"pull request #{discussion.num} changed meanwhile (merged or closed); nothing was merged")
+            raise Conflict(gettext("pull request #%(num)s changed meanwhile (merged or closed); nothing "
+                                   "was merged") % {"num": discussion.num})
         if comment:
             services.do_add_event(discussion, Event.COMMENT, actor.user, content=comment)
         event = services.do_add_event(discussion, Event.STATUS, actor.user, data={"status": Discussion.MERGED})

@@ -16,6 +16,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext, pgettext_lazy
 
 from hub.accounts.actor import Actor
 from hub.accounts.models import Membership
@@ -32,6 +33,19 @@ TYPES = ("all", "discussion", "pull_request")
 STATUS_FILTERS = {"all": None, "open": (Discussion.OPEN, Discussion.DRAFT),
                   "closed": (Discussion.CLOSED, Discussion.MERGED), "merged": (Discussion.MERGED,),
                   "draft": (Discussion.DRAFT,)}
+# The words the messages below name a text or an action by, in the reader's language (callers pass English).
+WORDS = {"comment": pgettext_lazy("a discussion's text", "comment"),
+         "description": pgettext_lazy("a discussion's text", "description"),
+         "edit": pgettext_lazy("done to a comment", "edit"),
+         "hide": pgettext_lazy("done to a comment", "hide"),
+         "rename": pgettext_lazy("done to a discussion", "rename"),
+         "close or reopen": pgettext_lazy("done to a discussion", "close or reopen"),
+         "push to it": pgettext_lazy("done to a pull request", "push to it"),
+         "merge it": pgettext_lazy("done to a pull request", "merge it")}
+
+
+def word(what: str) -> str:
+    return str(WORDS.get(what, what))
 
 
 # --- who may -----------------------------------------------------------------------------------------
@@ -39,11 +53,12 @@ STATUS_FILTERS = {"all": None, "open": (Discussion.OPEN, Discussion.DRAFT),
 def check_can_participate(actor: Actor, repo: Repo) -> None:
     """May the actor (who can read `repo`) open discussions and pull requests there, and comment."""
     if actor.user is None:
-        raise Unauthorized("sign in (pass a token) to open discussions, pull requests or comment")
+        raise Unauthorized(gettext("sign in (pass a token) to open discussions, pull requests or comment"))
     if actor.on_instance:
-        raise Forbidden("an instance token can only read the repos attached to its instance")
+        raise Forbidden(gettext("an instance token can only read the repos attached to its instance"))
     if not actor.can_write:
-        raise Forbidden("this token is read-only; use a write token to open discussions, pull requests or comment")
+        raise Forbidden(gettext("this token is read-only; use a write token to open discussions, pull "
+                                "requests or comment"))
 
 
 def is_maintainer(actor: Actor, repo: Repo) -> bool:
@@ -72,8 +87,8 @@ def may_merge(actor: Actor, discussion: Discussion) -> bool:
 def _check_manage(actor: Actor, discussion: Discussion, what: str) -> None:
     check_can_participate(actor, discussion.repo)
     if not may_manage(actor, discussion):
-        raise Forbidden(f"only the author of #{discussion.num} or a member of {discussion.repo.namespace.name} "
-                        f"with write access can {what} it")
+        raise Forbidden(gettext("only the author of #%(num)s or a member of %(name)s with write access "
+                                "can %(what)s it") % {"num": discussion.num, "name": discussion.repo.namespace.name, "what": word(what)})
 
 
 # --- reading -----------------------------------------------------------------------------------------
@@ -87,7 +102,7 @@ def access_discussion(repo: Repo, num: int | str) -> Discussion:
     found = (Discussion.objects.select_related("repo__namespace", "author").filter(repo=repo, num=n).first()
              if n > 0 else None)
     if found is None:
-        raise DiscussionNotFound(f"discussion #{num} not found in {repo.repo_id}")
+        raise DiscussionNotFound(gettext("discussion #%(num)s not found in %(repo_id)s") % {"num": num, "repo_id": repo.repo_id})
     found.repo = repo  # (the caller's instance: its access was checked)
     return found
 
@@ -106,9 +121,9 @@ def list_discussions(repo: Repo, *, kind: str | None = None, status: str | None 
 
 def _filtered(repo: Repo, kind: str | None, status: str | None, author: str | None) -> QuerySet[Discussion]:
     if kind not in (None, "", *TYPES):
-        raise BadRequest(f"unknown discussion type {kind!r}: use one of {', '.join(TYPES)}")
+        raise BadRequest(gettext("unknown discussion type %(kind)r: use one of %(types)s") % {"kind": kind, "types": ', '.join(TYPES)})
     if status not in (None, "", *STATUS_FILTERS):
-        raise BadRequest(f"unknown discussion status {status!r}: use one of {', '.join(STATUS_FILTERS)}")
+        raise BadRequest(gettext("unknown discussion status %(status)r: use one of %(status_filters)s") % {"status": status, "status_filters": ', '.join(STATUS_FILTERS)})
     qs = Discussion.objects.filter(repo=repo)
     if kind in ("discussion", "pull_request"):
         qs = qs.filter(is_pull_request=kind == "pull_request")
@@ -136,7 +151,7 @@ def access_comment(discussion: Discussion, comment_id: str) -> Event:
         pk = 0
     found = Event.objects.select_related("author").filter(discussion=discussion, pk=pk, kind=Event.COMMENT).first()
     if found is None:
-        raise NotFound(f"comment {comment_id} not found in #{discussion.num} of {discussion.repo.repo_id}")
+        raise NotFound(gettext("comment %(comment_id)s not found in #%(num)s of %(repo_id)s") % {"comment_id": comment_id, "num": discussion.num, "repo_id": discussion.repo.repo_id})
     return found
 
 
@@ -145,7 +160,7 @@ def access_comment(discussion: Discussion, comment_id: str) -> Event:
 def check_title(title) -> str:
     title = title.strip() if isinstance(title, str) else ""
     if not TITLE_MIN <= len(title) <= TITLE_MAX:
-        raise BadRequest(f"a title needs {TITLE_MIN} to {TITLE_MAX} characters")
+        raise BadRequest(gettext("a title needs %(title_min)s to %(title_max)s characters") % {"title_min": TITLE_MIN, "title_max": TITLE_MAX})
     return title
 
 
@@ -153,12 +168,12 @@ def check_text(text, what: str = "comment", *, required: bool = True) -> str:
     if text is None and not required:
         return ""
     if not isinstance(text, str):
-        raise BadRequest(f"the {what} must be text")
+        raise BadRequest(gettext("the %(what)s must be text") % {"what": word(what)})
     text = text.strip()
     if required and not text:
-        raise BadRequest(f"the {what} is empty")
+        raise BadRequest(gettext("the %(what)s is empty") % {"what": word(what)})
     if len(text) > TEXT_MAX:
-        raise BadRequest(f"the {what} is too long: at most {TEXT_MAX} characters")
+        raise BadRequest(gettext("the %(what)s is too long: at most %(text_max)s characters") % {"what": word(what), "text_max": TEXT_MAX})
     return text
 
 
@@ -197,7 +212,7 @@ def do_open(actor: Actor, repo: Repo, *, title: str, description: str = "", targ
             except IntegrityError:
                 num += 1  # taken meanwhile (or a pull request ref left without its discussion)
         else:
-            raise Conflict(f"too many discussions are being opened on {repo.repo_id} at once; retry")
+            raise Conflict(gettext("too many discussions are being opened on %(repo_id)s at once; retry") % {"repo_id": repo.repo_id})
         if description:
             Event.objects.create(discussion=discussion, kind=Event.COMMENT, author=actor.user, content=description,
                                  created=discussion.created)
@@ -222,7 +237,7 @@ def check_comment(actor: Actor, discussion: Discussion, text) -> Event:
 def _check_moderate(actor: Actor, discussion: Discussion, comment: Event, what: str) -> None:
     check_can_participate(actor, discussion.repo)
     if comment.author_id != actor.user.pk and not is_moderator(actor, discussion.repo):
-        raise Forbidden(f"only its author or an admin of {discussion.repo.namespace.name} can {what} this comment")
+        raise Forbidden(gettext("only its author or an admin of %(name)s can %(what)s this comment") % {"name": discussion.repo.namespace.name, "what": word(what)})
 
 
 def check_edit_comment(actor: Actor, discussion: Discussion, comment_id: str, text) -> Event:
@@ -230,7 +245,7 @@ def check_edit_comment(actor: Actor, discussion: Discussion, comment_id: str, te
     _check_moderate(actor, discussion, comment, "edit")
     text = check_text(text)
     if comment.hidden:
-        raise BadRequest("this comment is hidden: it can no longer be edited")
+        raise BadRequest(gettext("this comment is hidden: it can no longer be edited"))
     return do_edit_comment(comment, actor.user, text)
 
 
@@ -240,7 +255,7 @@ def do_edit_comment(comment: Event, user, text: str) -> Event:
     with transaction.atomic():
         current = Event.objects.select_for_update().get(pk=comment.pk)
         if current.hidden:
-            raise BadRequest("this comment is hidden: it can no longer be edited")
+            raise BadRequest(gettext("this comment is hidden: it can no longer be edited"))
         if current.content != text:
             was = {"raw": current.content, "at": (current.edited_at or current.created).isoformat(),
                    "by": current.edited_by.username if current.edited_by else
@@ -268,7 +283,7 @@ def check_rename(actor: Actor, discussion: Discussion, title) -> Event:
     _check_manage(actor, discussion, "rename")
     title = check_title(title)
     if title == discussion.title:
-        raise BadRequest(f"#{discussion.num} is already titled {title!r}")
+        raise BadRequest(gettext("#%(num)s is already titled %(title)r") % {"num": discussion.num, "title": title})
     return do_rename(actor, discussion, title)
 
 
@@ -285,12 +300,12 @@ def check_change_status(actor: Actor, discussion: Discussion, status, comment=No
     ready to merge; a merged one stays merged."""
     _check_manage(actor, discussion, "close or reopen")
     if status not in (Discussion.OPEN, Discussion.CLOSED):
-        raise BadRequest("the new status must be 'open' or 'closed'")
+        raise BadRequest(gettext("the new status must be 'open' or 'closed'"))
     comment = check_text(comment, "comment", required=False)
     if discussion.status == Discussion.MERGED:
-        raise BadRequest(f"#{discussion.num} is merged: it can no longer be closed or reopened")
+        raise BadRequest(gettext("#%(num)s is merged: it can no longer be closed or reopened") % {"num": discussion.num})
     if discussion.status == status:
-        raise BadRequest(f"#{discussion.num} is already {status}")
+        raise BadRequest(gettext("#%(num)s is already %(status)s") % {"num": discussion.num, "status": status})
     return do_change_status(actor, discussion, status, comment)
 
 
@@ -301,7 +316,7 @@ def do_change_status(actor: Actor, discussion: Discussion, status: str, comment:
         changed = (Discussion.objects.filter(pk=discussion.pk, status=discussion.status)
                    .update(status=status, updated=timezone.now()))
         if not changed:
-            raise Conflict(f"#{discussion.num} changed meanwhile; reload it and try again")
+            raise Conflict(gettext("#%(num)s changed meanwhile; reload it and try again") % {"num": discussion.num})
         if comment:
             do_add_event(discussion, Event.COMMENT, actor.user, content=comment)
         event = do_add_event(discussion, Event.STATUS, actor.user, data={"status": status})

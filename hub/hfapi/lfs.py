@@ -63,8 +63,11 @@ def lfs_batch(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResp
         return JsonResponse({"transfer": "basic", "objects": out, "hash_algo": "sha256"}, content_type=LFS_JSON)
     with quota_services.Hold() as hold:
         # Quota before bytes: everything this batch may upload is reserved at once, or nothing is.
+        offered = data.get("transfers")
         planned = transfers.plan(valid, ns=repo.namespace, user=request.user, hold=hold, repo=repo,
-                                 purpose=f"lfs {repo.repo_id}")
+                                 purpose=f"lfs {repo.repo_id}",
+                                 offered=frozenset(t for t in offered if isinstance(t, str))
+                                 if isinstance(offered, list) else transfers.OFFERED)
         out += _uploads(request, repo, planned)
         # Handed on to the uploads the answer starts: they can complete it while their URLs live (a
         # failed batch releases it at once).
@@ -81,7 +84,7 @@ def _downloads(request: HttpRequest, valid: dict[str, int]) -> list[dict]:
     out = []
     for oid, size in valid.items():
         item = {"oid": oid, "size": size}
-        blob = blobs.stored_blob(oid) if oid in referable else None
+        blob = blobs.stored_blob(oid, request.user) if oid in referable else None
         if blob is None:
             item["error"] = {"code": 404, "message": "object not found"}
         elif oid in blobs.corrupt_shas():
@@ -100,10 +103,18 @@ def _uploads(request: HttpRequest, repo: Repo, planned: list[transfers.Planned])
     upload (part URLs in the header, the completion URL as the upload's href)."""
     base = signing.base_url(request)
     verify = {"href": f"{base}/{'datasets/' if repo.type == Repo.DATASET else ''}{repo.repo_id}.git/info/lfs/verify"}
+    puts = transfers.put_urls(planned, lifetime=settings.HUB_PRESIGN_SECONDS)
     out = []
     for p in planned:
         item = {"oid": p.oid, "size": p.size}
-        if p.transfer == "basic":
+        if p.transfer == transfers.CheckedPut.name:
+            # The verify that makes the bytes a blob names where they went (a token: only this user's).
+            token = signing.sign("put", {"o": p.oid, "z": p.size, "p": p.key, "u": request.user.pk},
+                                 int(sessions.LFS_SESSION_TTL.total_seconds()))
+            item["actions"] = {"upload": {"href": puts[p.oid], "header": {"x-amz-content-sha256": p.oid},
+                                          "expires_in": settings.HUB_PRESIGN_SECONDS},
+                               "verify": {"href": f"{verify['href']}?token={token}"}}
+        elif p.transfer == "basic":
             token = signing.sign("upload", {"o": p.oid, "z": p.size, "u": request.user.pk, "n": repo.namespace_id},
                                  settings.HUB_PRESIGN_SECONDS)
             item["actions"] = {"upload": {"href": f"{base}/lfs/upload/{token}"}, "verify": verify}
@@ -111,6 +122,8 @@ def _uploads(request: HttpRequest, repo: Repo, planned: list[transfers.Planned])
             session = p.session
             # upload_id (not a digit key: huggingface_hub ignores it) lets `hub push` resume
             header = {"chunk_size": str(session.part_size), "upload_id": str(session.id)}
+            if session.checked:  # no part URLs here: each comes signed with its part's sha256 (hub push)
+                header["checked"] = "sha256"
             urls = sessions.part_urls(session, range(1, session.part_count + 1),
                                       lifetime=int(sessions.LFS_SESSION_TTL.total_seconds()),
                                       link=lambda n, token: f"{base}/lfs/part/{token}")
@@ -126,19 +139,64 @@ def _uploads(request: HttpRequest, repo: Repo, planned: list[transfers.Planned])
 @require_http_methods(["POST"])
 def lfs_verify(request: HttpRequest, prefix: str, ns: str, name: str) -> JsonResponse:
     # (it only answers whether the caller's upload is stored: pull requests' uploads are verified too)
-    check_can_participate(Actor.from_request(request), repo_of(request, prefix, ns, name))
+    repo = repo_of(request, prefix, ns, name)
+    check_can_participate(Actor.from_request(request), repo)
     data = read_json(request)
+    if isinstance(data.get("objects"), list):
+        return _verify_many(request, repo, data["objects"])
     oid, size = data.get("oid"), data.get("size")
     blobs.check_sha256(oid)
     if not isinstance(size, int):
         raise BadRequest("'size' must be an integer")
-    blob = blobs.stored_blob(oid)
+    if request.GET.get("token"):
+        (blob,) = _finish_puts(request, repo, [(oid, size, request.GET["token"])]).values()
+        if isinstance(blob, str):
+            raise UnprocessableEntity(blob)
+        return JsonResponse({"oid": blob.sha256, "size": blob.size}, content_type=LFS_JSON)
+    blob = blobs.stored_blob(oid, request.user)
     if blob is None or not blobs.can_reference(request.user, [oid]):
         raise UnprocessableEntity(f"object {oid} is not stored: it was not uploaded, its upload did not complete, "
                                   "or it was removed as unreferenced before a commit named it; upload it again")
     if blob.size != size:
         raise UnprocessableEntity(f"object {oid} has {blob.size} bytes, not {size}")
     return JsonResponse({"oid": blob.sha256, "size": blob.size}, content_type=LFS_JSON)
+
+
+def _verify_many(request: HttpRequest, repo: Repo, objects: list) -> JsonResponse:
+    """The hub's own extension of verify (`hub push`): the checked PUTs of a whole batch at once,
+    [{"oid", "size", "token"}] (each token from its verify href) → {"objects": [{"oid", "size"} or
+    with an "error"]}."""
+    if len(objects) > 1000:
+        raise BadRequest("verify at most 1000 objects at once")
+    items = []
+    for obj in objects:
+        oid, size, token = (obj.get("oid"), obj.get("size"), obj.get("token")) if isinstance(obj, dict) else (
+            None, None, None)
+        blobs.check_sha256(oid)
+        if not isinstance(size, int) or not isinstance(token, str):
+            raise BadRequest("each object needs an integer 'size' and the 'token' of its verify href")
+        items.append((oid, size, token))
+    done = _finish_puts(request, repo, items)
+    out = []
+    for oid, size, _token in items:
+        blob = done[oid]
+        out.append({"oid": oid, "size": size, "error": {"code": 422, "message": blob}} if isinstance(blob, str)
+                   else {"oid": blob.sha256, "size": blob.size})
+    return JsonResponse({"objects": out}, content_type=LFS_JSON)
+
+
+def _finish_puts(request: HttpRequest, repo: Repo, items: list[tuple[str, int, str]]) -> dict:
+    """Checked PUTs (hub.uploads.transfers.CheckedPut) become blobs: {oid: blob or why not}. Each
+    token must be this user's, for this object."""
+    objects = []
+    for oid, size, token in items:
+        claims = signing.unsign("put", token, what="verify URL")
+        if claims.get("u") != request.user.pk or claims.get("o") != oid or claims.get("z") != size:
+            raise BadRequest(f"this verify URL is not for object {oid} of {size} bytes uploaded by you")
+        objects.append((oid, size, claims["p"]))
+    done = transfers.finish_puts(objects, request.user)
+    quota_services.await_commit(repo.namespace_id, *[oid for oid, blob in done.items() if not isinstance(blob, str)])
+    return done
 
 
 @csrf_exempt

@@ -5,7 +5,7 @@ import re
 from django.urls import re_path
 
 from hub.accounts.middleware import accepts_api_tokens
-from hub.hfapi import community, discussions, lfs, space, views, xet
+from hub.hfapi import community, discussions, lfs, space, viewer, views, xet
 
 NAME = r"(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*?)"
 REV = r"(?P<rev>refs/(?:pr|convert|heads|tags)/[^/]+|[^/]+)"
@@ -72,6 +72,13 @@ urlpatterns = [
     re_path(r"^api/(?:models|datasets)/(?P<name>[^/]+)(?:/(?:" + "|".join(ENDPOINTS) + r")(?:/.*)?)?$",
             views.no_namespace),
     re_path(r"^(?:datasets/)?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)/resolve/.+$", views.no_namespace),
+    # The dataset viewer, as upstream's datasets-server API (README: "Dataset viewer").
+    re_path(r"^api/datasets-server/is-valid$", viewer.is_valid),
+    re_path(r"^api/datasets-server/splits$", viewer.splits),
+    re_path(r"^api/datasets-server/first-rows$", viewer.first_rows),
+    re_path(r"^api/datasets-server/rows$", viewer.rows),
+    re_path(r"^api/datasets-server/info$", viewer.info),
+    re_path(r"^api/datasets-server/size$", viewer.size),
     re_path(r"^api/(?P<path>(?s:.*))$", views.not_found),  # (?s): a newline in the path must not escape
 ]
 

@@ -23,6 +23,7 @@ from hub.discussions import pulls
 from hub.discussions.services import check_can_participate
 from hub.errors import (
     BadRequest,
+    BlobNotLocal,
     EntryNotFound,
     HubError,
     InvalidPath,
@@ -43,6 +44,7 @@ from hub.hfapi.common import (
     repo_type,
     repo_url,
 )
+from hub.mirrors import ondemand
 from hub.quotas import services as quota_services
 from hub.repos import attributes, cards, pullrefs, services, trees
 from hub.repos.models import Repo
@@ -414,8 +416,8 @@ def tag(request: HttpRequest, prefix: str, ns: str, name: str, rev: str) -> Json
 @require_http_methods(["GET", "HEAD"])
 def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: str) -> HttpResponse:
     repo = repo_of(request, prefix, ns, name)
+    commit = services.resolve_revision(repo, rev)  # (first: pinning a catalog entry may gate it, as upstream)
     services.check_gate(Actor.from_request(request), repo)
-    commit = services.resolve_revision(repo, rev)
     try:
         entry = services.file_at(repo, commit, path)
     except EntryNotFound as err:
@@ -449,7 +451,12 @@ def resolve(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, pat
         return resp
     if path in ("config.json", "README.md") and "HTTP_RANGE" not in request.META:
         services.count_download(repo)
-    return serving.blob_response(request, blobs.key_for(entry.ref), entry.size, headers, filename)
+    try:
+        key = blobs.key_for(entry.ref)
+    except BlobNotLocal:  # a catalog entry's file not fetched yet: from its upstream, streamed as it lands
+        return ondemand.serve(request, entry.ref, entry.size, headers, filename)
+    ondemand.touch(entry.ref)
+    return serving.blob_response(request, key, entry.size, headers, filename)
 
 
 # --- uploads ----------------------------------------------------------------------------------------
@@ -576,6 +583,7 @@ def _commit(request: HttpRequest, repo: Repo, rev: str, actor: Actor, header: di
             cops: services.CommitOps, pr: pulls.Target | None = None) -> JsonResponse:
     try:
         cops.store_inline([(ops[i][1]["path"], data) for i, data in decoded.items()], repo_type=repo.type)
+        cops.load_lfs([value["oid"] for key, value in ops if key == "lfsFile"])
         for i, (key, value) in enumerate(ops):
             path = value["path"]
             if key == "file":

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from hub.accounts import services as accounts
 from hub.accounts.actor import Actor
@@ -43,11 +44,11 @@ def _is_operator(user) -> bool:
 def check_manager(actor: Actor) -> None:
     """Managing instances needs a user's own write-capable token (or a web session)."""
     if actor.user is None:
-        raise Unauthorized("you must be logged in (pass a token) to manage instances")
+        raise Unauthorized(gettext("you must be logged in (pass a token) to manage instances"))
     if actor.on_instance:
-        raise Forbidden("an instance token cannot manage instances; use your own token")
+        raise Forbidden(gettext("an instance token cannot manage instances; use your own token"))
     if not actor.can_write:
-        raise Forbidden("this token is read-only; create a write token to manage instances")
+        raise Forbidden(gettext("this token is read-only; create a write token to manage instances"))
 
 
 def default_path(repo: Repo) -> str:
@@ -60,7 +61,7 @@ def check_mount_path(path: str) -> str:
         return ""
     check_path(path)
     if path == VOLUME_PATH or path.startswith(VOLUME_PATH + "/"):
-        raise BadRequest(f"mount path {path!r} is taken by the volume; choose another")
+        raise BadRequest(gettext("mount path %(path)r is taken by the volume; choose another") % {"path": path})
     return path
 
 
@@ -73,21 +74,21 @@ def _check_paths(instance_mounts: list[tuple[str, str]]) -> None:
     for i, (p, what) in enumerate(instance_mounts):
         for q, other in instance_mounts[i + 1:]:
             if _overlap(p, q):
-                raise Conflict(f"mount path {p!r} of {what} clashes with {q!r} of {other}; "
-                               "give one of them another path")
+                raise Conflict(gettext("mount path %(p)r of %(what)s clashes with %(q)r of %(other)s; "
+                                       "give one of them another path") % {"p": p, "what": what, "q": q, "other": other})
 
 
 def _resolve_mount(owner, m: MountRequest) -> tuple[Repo, str, str]:
     """(repo, revision, path) after checking the owner can read the repo at that revision."""
     if m.type not in TYPES.values():
-        raise BadRequest(f"unsupported repo type {m.type!r}: use model or dataset")
+        raise BadRequest(gettext("unsupported repo type %(type)r: use model or dataset") % {"type": m.type})
     if not isinstance(m.repo_id, str) or m.repo_id.count("/") != 1:
-        raise BadRequest(f"invalid repo id {m.repo_id!r}: expected NAMESPACE/NAME")
+        raise BadRequest(gettext("invalid repo id %(repo_id)r: expected NAMESPACE/NAME") % {"repo_id": m.repo_id})
     ns, name = m.repo_id.split("/")
     repo = repos.access_repo(Actor(owner, can_write=False), m.type, ns, name)
     revision = (m.revision or "").strip()
     if revision and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}", revision):
-        raise BadRequest(f"invalid revision {revision!r}")
+        raise BadRequest(gettext("invalid revision %(revision)r") % {"revision": revision})
     repos.resolve_revision(repo, revision or None)  # RevisionNotFound now rather than at mount time
     return repo, revision, check_mount_path(m.path)
 
@@ -100,31 +101,31 @@ def do_register(actor: Actor, name: str, mounts: list[MountRequest], *, owner: s
     check_name(name, what="instance name")
     if owner and owner != actor.user.username:
         if not _is_operator(actor.user):
-            raise Forbidden("only operators (staff accounts) may register instances for another user")
+            raise Forbidden(gettext("only operators (staff accounts) may register instances for another user"))
         owner_user = User.objects.filter(username=owner, is_active=True).first()
         if owner_user is None:
-            raise NotFound(f"user {owner!r} does not exist")
+            raise NotFound(gettext("user %(owner)r does not exist") % {"owner": owner})
     else:
         owner_user = actor.user
     if len(mounts) > MAX_MOUNTS:
-        raise BadRequest(f"at most {MAX_MOUNTS} repos can be attached to one instance")
+        raise BadRequest(gettext("at most %(max_mounts)s repos can be attached to one instance") % {"max_mounts": MAX_MOUNTS})
     resolved = [_resolve_mount(owner_user, m) for m in mounts]
     seen: set[int] = set()
     for repo, _, _ in resolved:
         if repo.pk in seen:
-            raise Conflict(f"{repo.type} {repo.namespace.name}/{repo.name} is attached twice")
+            raise Conflict(gettext("%(type)s %(name)s/%(name2)s is attached twice") % {"type": repo.type, "name": repo.namespace.name, "name2": repo.name})
         seen.add(repo.pk)
     _check_paths([(path or default_path(repo), f"{repo.namespace.name}/{repo.name}") for repo, _, path in resolved]
                  + [(VOLUME_PATH, "the volume")])
     if Instance.objects.filter(owner=owner_user, name=name, revoked_at=None).exists():
-        raise Conflict(f"{owner_user.username} already has an instance named {name!r}")
+        raise Conflict(gettext("%(username)s already has an instance named %(name)r") % {"username": owner_user.username, "name": name})
     token_text = accounts.do_create_token(owner_user, name=f"instance {name}", kind=ApiToken.INSTANCE)
     token = ApiToken.objects.get(digest=accounts.hash_token(token_text))
     try:
         with transaction.atomic():
             instance = Instance.objects.create(owner=owner_user, name=name, created_by=actor.user, token=token)
     except IntegrityError:
-        raise Conflict(f"{owner_user.username} already has an instance named {name!r}") from None
+        raise Conflict(gettext("%(username)s already has an instance named %(name)r") % {"username": owner_user.username, "name": name}) from None
     InstanceMount.objects.bulk_create([InstanceMount(instance=instance, repo=repo, revision=rev, path=path)
                                        for repo, rev, path in resolved])
     return instance, token_text
@@ -135,7 +136,7 @@ def instances_of(actor: Actor, owner: str | None = None):
     qs = Instance.objects.select_related("owner").prefetch_related("mounts__repo__namespace")
     if owner and owner != actor.user.username:
         if not _is_operator(actor.user):
-            raise Forbidden("only operators (staff accounts) may list another user's instances")
+            raise Forbidden(gettext("only operators (staff accounts) may list another user's instances"))
         return qs.filter(owner__username=owner)
     return qs.filter(owner=actor.user)
 
@@ -146,7 +147,7 @@ def access_instance(actor: Actor, instance_id) -> Instance:
     instance = (Instance.objects.select_related("owner", "token").filter(pk=instance_id).first()
                 if _uuid(instance_id) else None)
     if instance is None or not (instance.owner_id == actor.user.pk or _is_operator(actor.user)):
-        raise NotFound("instance not found (or it is not yours)")
+        raise NotFound(gettext("instance not found (or it is not yours)"))
     return instance
 
 
@@ -162,7 +163,7 @@ def _uuid(value) -> bool:
 
 def _live(instance: Instance) -> None:
     if instance.revoked_at:
-        raise Conflict(f"instance {instance.name} was revoked; register a new one")
+        raise Conflict(gettext("instance %(name)s was revoked; register a new one") % {"name": instance.name})
 
 
 @transaction.atomic
@@ -171,9 +172,9 @@ def do_attach(actor: Actor, instance: Instance, m: MountRequest) -> InstanceMoun
     repo, revision, path = _resolve_mount(instance.owner, m)
     current = list(instance.mounts.select_related("repo__namespace"))
     if any(x.repo_id == repo.pk for x in current):
-        raise Conflict(f"{repo.type} {repo.namespace.name}/{repo.name} is already attached to {instance.name}")
+        raise Conflict(gettext("%(type)s %(name)s/%(name2)s is already attached to %(name3)s") % {"type": repo.type, "name": repo.namespace.name, "name2": repo.name, "name3": instance.name})
     if len(current) >= MAX_MOUNTS:
-        raise BadRequest(f"at most {MAX_MOUNTS} repos can be attached to one instance")
+        raise BadRequest(gettext("at most %(max_mounts)s repos can be attached to one instance") % {"max_mounts": MAX_MOUNTS})
     _check_paths([(path or default_path(repo), f"{repo.namespace.name}/{repo.name}")]
                  + [(x.path or default_path(x.repo), f"{x.repo.namespace.name}/{x.repo.name}") for x in current]
                  + [(VOLUME_PATH, "the volume")])
@@ -184,7 +185,7 @@ def do_detach(actor: Actor, instance: Instance, mount_id) -> None:
     _live(instance)
     deleted, _ = InstanceMount.objects.filter(instance=instance, pk=mount_id).delete()
     if not deleted:
-        raise NotFound(f"mount {mount_id} is not attached to {instance.name}")
+        raise NotFound(gettext("mount %(mount_id)s is not attached to %(name)s") % {"mount_id": mount_id, "name": instance.name})
 
 
 def do_revoke(actor: Actor, instance: Instance) -> Instance:

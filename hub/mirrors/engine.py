@@ -38,7 +38,7 @@ from hub.content import blobs
 from hub.content.models import Blob
 from hub.errors import Conflict, HubError
 from hub.mirrors import services
-from hub.mirrors.models import MirrorFile, MirrorJob, MirrorRevision
+from hub.mirrors.models import MirrorFile, MirrorJob, MirrorRevision, OnDemandRepo
 from hub.mirrors.sources import (
     HFSource,
     LocalSource,
@@ -655,6 +655,8 @@ class JobRun:
                 **self.progress.snapshot()):
             raise Superseded()
         shutil.rmtree(services.partial_dir(self.job), ignore_errors=True)
+        # A catalog entry served on demand is whole here now: its files are never evicted.
+        OnDemandRepo.objects.filter(repo=self.job.repo).update(pinned=True)
         log.info("mirror #%s done: %s", self.job.pk, ", ".join(f"{r['name']}={r['commit'][:12]}" for r in results))
 
     def fail(self, message: str) -> None:

@@ -135,3 +135,59 @@ class MirrorRevision(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["repo", "source_hash", "upstream"],
                                                name="mirrorrevision_unique")]
+
+
+class OnDemandRepo(models.Model):
+    """A catalog repo served from its upstream on first use (hub.mirrors.ondemand): which upstream,
+    which upstream commit its default branch was last pinned at, and when that was checked. A check
+    is claimed with `checking_until` (a short lease), so that one process asks the upstream while the
+    others wait for its answer, on any number of web replicas."""
+
+    repo = models.OneToOneField(Repo, on_delete=models.CASCADE, related_name="ondemand")
+    source_url = models.CharField(max_length=1000, help_text="the upstream hub (Hugging Face protocol)")
+    source_repo = models.CharField(max_length=200)
+    source_type = models.CharField(max_length=8)
+    upstream_commit = models.CharField(max_length=80, blank=True, help_text="of the default branch, last pinned")
+    commit = models.ForeignKey(Commit, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    checked = models.DateTimeField(null=True, blank=True, help_text="last answer from the upstream")
+    checking_until = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, help_text="the upstream's last failure, if the last check failed")
+    pinned = models.BooleanField(default=False, help_text="fetched whole by an operator; never evicted")
+
+    class Meta:
+        verbose_name = "on-demand repo"
+
+    def __str__(self) -> str:
+        return f"{self.repo} ← {self.source_url}"
+
+    @property
+    def source_key(self) -> str:
+        """As MirrorJob.source_key: a later `manage.py mirror` of the same upstream knows its commits."""
+        return f"hf {self.source_url.rstrip('/')} {self.source_type} {self.source_repo}"
+
+
+class OnDemandBlob(models.Model):
+    """Bytes of a pinned file that are fetched from the upstream on their first read. One fetch at a
+    time: a reader claims it with a lease (on this node's disk, under HUB_DATA_DIR/ondemand) and
+    keeps `heartbeat` fresh; readers on the same node follow its partial file, a fetch whose
+    heartbeat went stale is taken over and resumed from the bytes its partial file holds."""
+
+    blob = models.OneToOneField("content.Blob", primary_key=True, on_delete=models.CASCADE, related_name="ondemand")
+    origin = models.ForeignKey(OnDemandRepo, on_delete=models.CASCADE, related_name="blobs")
+    upstream_commit = models.CharField(max_length=80)
+    path = models.CharField(max_length=1024)
+    lease = models.CharField(max_length=32, blank=True)
+    node = models.CharField(max_length=200, blank=True, help_text="the host whose disk holds the partial file")
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    fetched = models.DateTimeField(null=True, blank=True, help_text="when its bytes last landed in the store")
+    evicted = models.DateTimeField(null=True, blank=True, help_text="when its bytes were last evicted")
+    last_used = models.DateTimeField(null=True, blank=True, db_index=True)
+    fetches = models.IntegerField(default=0, help_text="upstream transfers started (a resume counts again)")
+    bytes_fetched = models.BigIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        verbose_name = "on-demand file"
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.blob_id[:12]})"

@@ -202,6 +202,13 @@ class HFSource(Source):
             raise SourceError(f"{self.display} has no branch or tag to mirror")
         return out
 
+    def repo_info(self) -> dict:
+        """The upstream's repo info (its gating, among others)."""
+        _, info = self._json(self.api, "repo info")
+        if not isinstance(info, dict):
+            raise SourceError(f"{self.endpoint} does not answer like a Hugging Face Hub (repo info); check the URL")
+        return info
+
     def list_files(self, rev: Revision, notes: list[str]) -> list[RemoteFile]:
         files = self._manifest(rev) if self.use_manifest else None
         if files is None:
@@ -287,9 +294,13 @@ class HFSource(Source):
                 log.info("direct URL of %s failed (%s); using /resolve", f.path, err)
         return self._open(self.file_url(f.at, f.path), f, start)
 
-    def _open(self, url: str, f: RemoteFile, start: int) -> tuple[int, Iterator[bytes]]:
+    def open_range(self, f: RemoteFile, start: int, end: int) -> tuple[int, Iterator[bytes]]:
+        """Bytes [start, end) of the file (by the hub's /resolve/: direct URLs may have expired)."""
+        return self._open(self.file_url(f.at, f.path), f, start, end)
+
+    def _open(self, url: str, f: RemoteFile, start: int, end: int | None = None) -> tuple[int, Iterator[bytes]]:
         what = f"the download of {f.path}"
-        rng = {"Range": f"bytes={start}-"} if start else {}
+        rng = {"Range": f"bytes={start}-{'' if end is None else end - 1}"} if start or end is not None else {}
         for _ in range(6):  # redirects, followed by hand so the token never leaves the hub's origin
             try:
                 resp = self.session.get(url, headers=self._headers(url) | rng, stream=True, allow_redirects=False,

@@ -37,3 +37,12 @@ def _recover_on_start(sender=None, **kwargs) -> None:
     # A worker restarted after a crash finds the jobs it was running at once, not a visibility
     # timeout later. Sent as a task: the main process forks the pool and must not hold DB handles.
     recover_mirrors.apply_async(countdown=1)
+
+
+@shared_task(name="hub.mirrors.tasks.ondemand_housekeeping")
+def ondemand_housekeeping() -> dict:
+    """Keeps fetched-on-demand bytes within the budget, deletes the objects of evicted blobs, and
+    drops partial fetches nothing will resume (periodic)."""
+    from hub.mirrors import ondemand
+
+    return {"evicted": ondemand.evict(), "partials_dropped": ondemand.prune_partials()}

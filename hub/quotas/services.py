@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from hub.accounts.models import Namespace
 from hub.config import format_size
@@ -87,9 +88,14 @@ def _lapse(ns: Namespace) -> None:
 
 def _exceeded(ns: Namespace, limit: int, need: int) -> QuotaExceeded:
     used = ns.used_bytes + ns.reserved_bytes
-    extra = f" ({format_size(ns.reserved_bytes)} of it reserved by uploads in progress)" if ns.reserved_bytes else ""
-    return QuotaExceeded(f"quota exceeded for {ns.name}: {format_size(used)} of {format_size(limit)} used{extra}, "
-                         f"this upload needs {format_size(need)}. Delete files or repos, or ask for a larger quota.")
+    names = {"name": ns.name, "used": format_size(used), "limit": format_size(limit), "need": format_size(need),
+             "reserved": format_size(ns.reserved_bytes)}
+    if ns.reserved_bytes:
+        return QuotaExceeded(gettext("quota exceeded for %(name)s: %(used)s of %(limit)s used (%(reserved)s of it "
+                                     "reserved by uploads in progress), this upload needs %(need)s. Delete files "
+                                     "or repos, or ask for a larger quota.") % names)
+    return QuotaExceeded(gettext("quota exceeded for %(name)s: %(used)s of %(limit)s used, this upload needs "
+                                 "%(need)s. Delete files or repos, or ask for a larger quota.") % names)
 
 
 def room_for(ns: Namespace, size: int) -> str | None:
@@ -144,7 +150,7 @@ def release(reservation: Reservation | None) -> None:
                 reserved_bytes=F("reserved_bytes") - reservation.size)
 
 
-def charge(ns: Namespace, new_refs: dict[str, int], *, reservations=()) -> Namespace:
+def charge(ns: Namespace, new_refs: dict[str, int], *, reservations=(), enforce: bool = True) -> Namespace:
     """Call inside a transaction, after lock(ns) and BEFORE writing the new references: adds the
     blobs in `new_refs` ({sha256: size}) that the account does not reference yet to its usage,
     converting the given reservations and any reservations of these very blobs. Raises
@@ -159,7 +165,7 @@ def charge(ns: Namespace, new_refs: dict[str, int], *, reservations=()) -> Names
     added = sum(size for sha, size in new_refs.items() if sha not in already)
     freed = sum(r.size for r in res.values())
     limit = limit_of(ns)
-    if added > freed and ns.used_bytes + ns.reserved_bytes - freed + added > limit:
+    if enforce and added > freed and ns.used_bytes + ns.reserved_bytes - freed + added > limit:
         raise _exceeded(ns, limit, added - freed)
     if res:
         Reservation.objects.filter(pk__in=list(res)).delete()
@@ -216,10 +222,11 @@ def renew(pks: list[int], until: datetime | None = None) -> None:
         Reservation.objects.filter(pk__in=pks, expires__lt=until).update(expires=until)
 
 
-def await_commit(ns: Namespace | int, sha256: str) -> None:
-    """The upload of these bytes ended: their reservation waits HUB_COMMIT_WINDOW for the commit."""
+def await_commit(ns: Namespace | int, *sha256s: str) -> None:
+    """The upload of these bytes ended: their reservations wait HUB_COMMIT_WINDOW for the commit."""
     until = timezone.now() + timedelta(seconds=settings.HUB_COMMIT_WINDOW)
-    Reservation.objects.filter(namespace=ns, sha256=sha256).update(expires=until)
+    if sha256s:
+        Reservation.objects.filter(namespace=ns, sha256__in=sha256s).update(expires=until)
 
 
 def release_blobs(ns: Namespace | int, sha256s) -> None:
@@ -332,7 +339,7 @@ def namespace_for(user, name: str | None = None) -> Namespace:
         return Namespace.objects.get(user=user)
     ns = Namespace.objects.filter(name=name, kind=Namespace.ORG, memberships__user=user).first()
     if ns is None:
-        raise NotFound(f"no organisation {name!r} that you belong to")
+        raise NotFound(gettext("no organisation %(name)r that you belong to") % {"name": name})
     return ns
 
 

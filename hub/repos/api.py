@@ -94,9 +94,9 @@ class ManifestView(APIView):
         params = request.query_params
         actor = Actor.from_request(request)
         repo = services.access_repo(actor, TYPES[repo_type], ns, name)
-        services.check_gate(actor, repo)
         revision = params.get("revision") or repo.default_branch
-        commit = services.resolve_revision(repo, revision)
+        commit = services.resolve_revision(repo, revision)  # (first: pinning a catalog entry may gate it)
+        services.check_gate(actor, repo)
         try:
             path = check_dir_path(params.get("path", "").strip("/"))
             limit = int(params.get("limit") or 1000)
@@ -150,13 +150,45 @@ class UploadSessionView(APIView):
             part_urls = {str(n): url for n, url in urls.items()}
             complete_url = sessions.complete_url(session, lambda token: f"{base}/lfs/complete/{token}")
         return Response({
-            "upload_id": str(session.id), "sha256": session.sha256, "size": session.size,
+            "upload_id": str(session.id), "sha256": session.sha256, "size": session.size, "checked": session.checked,
             "part_size": session.part_size, "part_count": session.part_count, "state": session.state,
             "parts": [{"part_number": n, "size": size, "etag": etag} for n, (etag, size) in sorted(stored.items())],
             "part_urls": part_urls, "complete_url": complete_url,
         })
 
 
+
+
+class CheckedPartsView(APIView):
+    permission_classes = [AllowAny]  # checked below, to answer in the hub's error vocabulary
+
+    @extend_schema(
+        summary="Part URLs of a checked upload session, each signed with its part's sha256",
+        description="A session the LFS batch opened for a client that offered `hub-checked-put` (its "
+                    "header says `checked: sha256`) hands out no plain part URLs: send {\"parts\": {\"1\": "
+                    "\"<sha256 of part 1>\", …}} and PUT each part with the header `x-amz-content-sha256` set "
+                    "to that hash; the store refuses other bytes. For the session's own user only.",
+        request=inline_serializer("CheckedParts", {"parts": serializers.DictField(child=serializers.CharField())}),
+        responses={200: inline_serializer("CheckedPartUrls", {"part_urls": serializers.DictField(
+            child=serializers.CharField())}), 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema},
+    )
+    def post(self, request: Request, upload_id: str) -> Response:
+        if not request.user.is_authenticated:
+            raise Unauthorized("this needs a token: send Authorization: Bearer <token>")
+        session = sessions.access_session(upload_id)
+        if session.user_id != request.user.pk or session.purpose != "lfs":
+            raise NotFound("no such upload session (it may belong to someone else or have been cleaned up)")
+        parts = request.data.get("parts") if isinstance(request.data, dict) else None
+        if not isinstance(parts, dict) or not parts or len(parts) > 1000:
+            raise BadRequest("'parts' must map 1 to 1000 part numbers to the sha256 of each part")
+        try:
+            hashes = {int(n): sha for n, sha in parts.items()}
+        except ValueError:
+            raise BadRequest("part numbers must be integers") from None
+        urls = sessions.checked_part_urls(session, hashes, lifetime=int(sessions.LFS_SESSION_TTL.total_seconds()))
+        resp = Response({"part_urls": {str(n): url for n, url in urls.items()}})
+        resp["Cache-Control"] = "private, no-store"  # capabilities
+        return resp
 
 
 NAME = r"(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
@@ -226,4 +258,5 @@ urlpatterns = [
     re_path(r"^repos/(?P<repo_type>model|dataset)/" + NAME + r"/access$", GateAccessView.as_view(),
             name="repo-access"),
     re_path(r"^uploads/" + UUID + r"$", UploadSessionView.as_view(), name="upload-session"),
+    re_path(r"^uploads/" + UUID + r"/parts$", CheckedPartsView.as_view(), name="upload-session-parts"),
 ]

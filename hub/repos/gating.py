@@ -15,6 +15,7 @@ import json
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from hub.accounts.actor import Actor
 from hub.errors import BadRequest, Forbidden, NotFound, Unauthorized
@@ -42,9 +43,9 @@ def check_fields(fields: object) -> dict:
     if fields is None:
         return {}
     if not isinstance(fields, dict) or not all(isinstance(k, str) for k in fields):
-        raise BadRequest("'fields' must be a JSON object of the answers to the gate's questions")
+        raise BadRequest(gettext("'fields' must be a JSON object of the answers to the gate's questions"))
     if len(json.dumps(fields)) > FIELDS_MAX_BYTES:
-        raise BadRequest(f"'fields' is too large: at most {FIELDS_MAX_BYTES} bytes of JSON")
+        raise BadRequest(gettext("'fields' is too large: at most %(fields_max_bytes)s bytes of JSON") % {"fields_max_bytes": FIELDS_MAX_BYTES})
     return fields
 
 
@@ -56,13 +57,13 @@ def do_request_access(actor: Actor, repo: Repo, fields: dict | None = None) -> A
 
     Safe to call concurrently: the one-request-per-user constraint lets one INSERT win."""
     if actor.user is None:
-        raise Unauthorized("log in (pass a token) to ask for access to a repo")
+        raise Unauthorized(gettext("log in (pass a token) to ask for access to a repo"))
     if actor.on_instance or not actor.can_write:
         # Asking is a change made in the person's name: not for a read-only or an instance token.
-        raise Forbidden("this token cannot ask for access (it is read-only or an instance's); ask on the repo's "
-                        "page, or with a write token")
+        raise Forbidden(gettext("this token cannot ask for access (it is read-only or an instance's); "
+                                "ask on the repo's page, or with a write token"))
     if not repo.gated:
-        raise BadRequest(f"{repo.repo_id} is not gated: there is nothing to accept")
+        raise BadRequest(gettext("%(repo_id)s is not gated: there is nothing to accept") % {"repo_id": repo.repo_id})
     fields = check_fields(fields)
     if role_in(actor.user, repo.namespace) is not None:
         return None
@@ -88,8 +89,8 @@ def check_manage_requests(actor: Actor, repo: Repo) -> None:
     access requests (they hold people's emails); a repo without a gate has none (400, as upstream)."""
     check_can_write(actor, repo.namespace)
     if not repo.gated:
-        raise BadRequest(f"{repo.repo_id} is not gated: it has no access requests (gate it first: "
-                         "update_repo_settings(gated='auto' or 'manual'))")
+        raise BadRequest(gettext("%(repo_id)s is not gated: it has no access requests (gate it first: "
+                                 "update_repo_settings(gated='auto' or 'manual'))") % {"repo_id": repo.repo_id})
 
 
 def list_requests(actor: Actor, repo: Repo, status: str, *, before: int | None = None, limit: int = 1000
@@ -98,7 +99,7 @@ def list_requests(actor: Actor, repo: Repo, status: str, *, before: int | None =
     request id `before` if given (the next page)."""
     check_manage_requests(actor, repo)
     if status not in STATUSES:
-        raise NotFound(f"no such list: {status!r} (pending, accepted or rejected)")
+        raise NotFound(gettext("no such list: %(status)r (pending, accepted or rejected)") % {"status": status})
     qs = AccessRequest.objects.filter(repo=repo, status=status).select_related("user").order_by("-id")
     if before is not None:
         qs = qs.filter(id__lt=before)
@@ -111,29 +112,29 @@ def count_pending(repo: Repo) -> int:
 
 def _user_named(username: object):
     if not isinstance(username, str) or not username:
-        raise BadRequest("'user' must be a user name")
+        raise BadRequest(gettext("'user' must be a user name"))
     user = get_user_model().objects.filter(username__iexact=username).order_by("pk").first()
     if user is None:
-        raise NotFound(f"user {username!r} not found")
+        raise NotFound(gettext("user %(username)r not found") % {"username": username})
     return user
 
 
 def _find(repo: Repo, *, user: object = None, request_id: object = None) -> AccessRequest:
     if (user is None) == (request_id is None):
-        raise BadRequest("name the request by exactly one of 'user' and 'requestId'")
+        raise BadRequest(gettext("name the request by exactly one of 'user' and 'requestId'"))
     if user is not None:
         who = _user_named(user)
         found = AccessRequest.objects.filter(repo=repo, user=who).select_related("user").first()
         if found is None:
-            raise NotFound(f"{who.username} has not asked for access to {repo.repo_id}")
+            raise NotFound(gettext("%(username)s has not asked for access to %(repo_id)s") % {"username": who.username, "repo_id": repo.repo_id})
         return found
     try:
         pk = int(str(request_id), 16)
     except ValueError:
-        raise NotFound(f"no access request {request_id!r} for {repo.repo_id}") from None
+        raise NotFound(gettext("no access request %(request_id)r for %(repo_id)s") % {"request_id": request_id, "repo_id": repo.repo_id}) from None
     found = AccessRequest.objects.filter(repo=repo, pk=pk).select_related("user").first()
     if found is None:
-        raise NotFound(f"no access request {request_id!r} for {repo.repo_id}")
+        raise NotFound(gettext("no access request %(request_id)r for %(repo_id)s") % {"request_id": request_id, "repo_id": repo.repo_id})
     return found
 
 
@@ -147,17 +148,17 @@ def do_handle_request(actor: Actor, repo: Repo, status: str, *, user: object = N
     the other gets the 404."""
     check_manage_requests(actor, repo)
     if status not in STATUSES:
-        raise BadRequest(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+        raise BadRequest(gettext("status must be one of %(statuses)s, not %(status)r") % {"statuses": ', '.join(STATUSES), "status": status})
     if rejection_reason is not None and status != AccessRequest.REJECTED:
-        raise BadRequest("a rejection reason goes only with status 'rejected'")
+        raise BadRequest(gettext("a rejection reason goes only with status 'rejected'"))
     reason = "" if rejection_reason is None else rejection_reason
     if not isinstance(reason, str) or len(reason) > REASON_MAX:
-        raise BadRequest(f"the rejection reason must be text of at most {REASON_MAX} characters")
+        raise BadRequest(gettext("the rejection reason must be text of at most %(reason_max)s characters") % {"reason_max": REASON_MAX})
     found = _find(repo, user=user, request_id=request_id)
     moved = (AccessRequest.objects.filter(pk=found.pk).exclude(status=status)
              .update(status=status, decided=timezone.now(), decided_by=actor.user, rejection_reason=reason.strip()))
     if not moved:
-        raise NotFound(f"cannot {VERB[status]} the request of {found.user.username}: it is already {status}")
+        raise NotFound(gettext("cannot %(verb)s the request of %(username)s: it is already %(status)s") % {"verb": VERB[status], "username": found.user.username, "status": status})
     found.refresh_from_db()
     return found
 
@@ -171,8 +172,7 @@ def do_grant_access(actor: Actor, repo: Repo, username: object) -> AccessRequest
     check_manage_requests(actor, repo)
     user = _user_named(username)
     if role_in(user, repo.namespace) is not None:
-        raise BadRequest(f"{user.username} already has access to {repo.repo_id}: they belong to "
-                         f"{repo.namespace.name}")
+        raise BadRequest(gettext("%(username)s already has access to %(repo_id)s: they belong to %(name)s") % {"username": user.username, "repo_id": repo.repo_id, "name": repo.namespace.name})
     now = timezone.now()
     try:
         with transaction.atomic():
@@ -183,5 +183,5 @@ def do_grant_access(actor: Actor, repo: Repo, username: object) -> AccessRequest
     moved = (AccessRequest.objects.filter(repo=repo, user=user).exclude(status=AccessRequest.ACCEPTED)
              .update(status=AccessRequest.ACCEPTED, decided=now, decided_by=actor.user, rejection_reason=""))
     if not moved:
-        raise BadRequest(f"{user.username} already has access to {repo.repo_id}")
+        raise BadRequest(gettext("%(username)s already has access to %(repo_id)s") % {"username": user.username, "repo_id": repo.repo_id})
     return AccessRequest.objects.select_related("user").get(repo=repo, user=user)

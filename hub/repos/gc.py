@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -41,6 +42,7 @@ class Report:
     orphans_deleted: int = 0
     uploads_aborted: int = 0
     xorbs_deleted: int = 0
+    collected: dict[str, dict] = field(default_factory=dict)  # what the apps' collectors removed, by name
     quota_drift: dict[str, tuple[int, int]] = field(default_factory=dict)  # ns → (recorded, true)
 
     def as_dict(self) -> dict:
@@ -152,6 +154,15 @@ def reconcile_quotas() -> dict[str, tuple[int, int]]:
     return drift
 
 
+# Collectors of the layers above (they hold bytes of their own, derived from blobs: the dataset
+# viewer's copies): name → fn(grace, dry_run) -> what it removed. Registered at app start-up.
+_COLLECTORS: dict[str, Callable[[timedelta, bool], dict]] = {}
+
+
+def add_collector(name: str, collect: Callable[[timedelta, bool], dict]) -> None:
+    _COLLECTORS[name] = collect
+
+
 def run(grace: timedelta = timedelta(hours=1), *, dry_run: bool = False) -> Report:
     report = Report()
     if not dry_run:
@@ -160,6 +171,8 @@ def run(grace: timedelta = timedelta(hours=1), *, dry_run: bool = False) -> Repo
     report.orphans_deleted, report.uploads_aborted = collect_orphans(grace, dry_run=dry_run)
     # Xet's xorbs have a retention of their own (hub.xet.cas: clients reuse them for weeks)
     report.xorbs_deleted = xet.collect(timedelta(seconds=settings.HUB_XET_RETENTION), dry_run=dry_run)
+    for name, collect in _COLLECTORS.items():
+        report.collected[name] = collect(grace, dry_run)
     if not dry_run:
         # xorbs a server staged and did not write (it died): written or rebuilt from blobs, after ten
         # write-behind delays whatever the grace (nothing is deleted here, and until then the files

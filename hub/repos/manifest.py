@@ -95,10 +95,15 @@ def download_urls(files: list[FileItem], *, expires: int, fallback: Callable[[Fi
             err.message = f"{path}: {err.message}"
             raise
     keys: dict[str, str] = {}
+    remote: set[str] = set()
     for i in range(0, len(shas), 500):
-        keys.update(Blob.objects.filter(pk__in=shas[i:i + 500]).values_list("sha256", "key"))
+        for sha, key, far in Blob.objects.filter(pk__in=shas[i:i + 500]).values_list("sha256", "key", "remote"):
+            keys[sha] = key
+            if far:
+                remote.add(sha)
     urls = store.presign_get_many([keys.get(f.entry.ref) or blobs.blob_key(f.entry.ref) for f in files],
                                   expires=expires)
     if urls is None:
         return [fallback(f) for f in files]
-    return urls
+    # Bytes still at an upstream come through the hub, which fetches them on this first download.
+    return [fallback(f) if f.entry.ref in remote else url for f, url in zip(files, urls, strict=True)]

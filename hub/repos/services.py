@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from hub.accounts.actor import Actor
 from hub.accounts.models import Membership, Namespace
@@ -41,7 +42,7 @@ from hub.repos.models import (
     RepoRedirect,
     sort_name,
 )
-from hub.repos.signals import card_changed
+from hub.repos.signals import card_changed, commit_landed
 from hub.validation import check_name, check_path, check_ref_name
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
@@ -125,9 +126,12 @@ def _not_found(actor: Actor, repo_type: str, namespace: str, name: str) -> RepoN
     (wine is a dataset, asked for as a model), it says so."""
     other = other_type_seen(actor, repo_type, namespace, name)
     if other is not None:
-        return RepoNotFound(f"no {repo_type} {namespace}/{name}; there is a {other.type} of that name: "
-                            f"use {other.type}s/{other.repo_id}")
-    err = RepoNotFound(f"{repo_type} {namespace}/{name} not found (or you do not have access to it)")
+        return RepoNotFound(gettext("no %(type)s %(namespace)s/%(name)s; there is a %(other)s of that name: "
+                                    "use %(other)ss/%(repo_id)s") % {"type": repo_type, "namespace": namespace,
+                                                                    "name": name, "other": other.type,
+                                                                    "repo_id": other.repo_id})
+    err = RepoNotFound(gettext("%(type)s %(namespace)s/%(name)s not found (or you do not have access to it)")
+                       % {"type": repo_type, "namespace": namespace, "name": name})
     err.plain = True  # (nothing to add to "not found": the HF adapter says it in upstream's words)
     return err
 
@@ -140,9 +144,11 @@ def check_gate(actor: Actor, repo: Repo) -> None:
     kind = "dataset" if repo.type == Repo.DATASET else "model"
     where = f"/{'datasets/' if repo.type == Repo.DATASET else ''}{repo.repo_id}"
     if actor.user is None:
-        err = GatedRepo(f"Access to {kind} {repo.repo_id} is restricted: log in (pass a token) and "
-                        f"{'request access' if repo.gate_mode == Repo.MANUAL else 'accept its conditions'} "
-                        f"at {where} first")
+        names = {"kind": kind, "repo_id": repo.repo_id, "where": where}
+        err = GatedRepo(gettext("Access to %(kind)s %(repo_id)s is restricted: log in (pass a token) and request "
+                                "access at %(where)s first") % names if repo.gate_mode == Repo.MANUAL else
+                        gettext("Access to %(kind)s %(repo_id)s is restricted: log in (pass a token) and accept its "
+                                "conditions at %(where)s first") % names)
         err.status = 401
         raise err
     if _role(actor.user, repo.namespace) is not None:
@@ -153,28 +159,35 @@ def check_gate(actor: Actor, repo: Repo) -> None:
     if status == AccessRequest.ACCEPTED:
         return
     if status == AccessRequest.PENDING:
-        raise GatedRepo(f"Your request to access {kind} {repo.repo_id} is awaiting a review from the repo authors: "
-                        "you can download its files once one of them accepts it")
+        raise GatedRepo(gettext("Your request to access %(kind)s %(repo_id)s is awaiting a review from "
+                                "the repo authors: you can download its files once one of them accepts it") % {"kind": kind, "repo_id": repo.repo_id})
     if status == AccessRequest.REJECTED:
-        raise GatedRepo(f"Your request to access {kind} {repo.repo_id} was rejected by the repo authors"
-                        + (f": {reason}" if reason else ""))
-    ask = ("request access" if repo.gate_mode == Repo.MANUAL else "accept its conditions")
-    raise GatedRepo(f"Access to {kind} {repo.repo_id} is restricted and you are not in the authorized list: "
-                    f"{ask} at {where} (or POST /api/v1/repos/{kind}/{repo.repo_id}/access) to download its files"
-                    + (" (its authors review each request)" if repo.gate_mode == Repo.MANUAL else ""))
+        names = {"kind": kind, "repo_id": repo.repo_id, "reason": reason}
+        raise GatedRepo(gettext("Your request to access %(kind)s %(repo_id)s was rejected by the repo authors: "
+                                "%(reason)s") % names if reason else
+                        gettext("Your request to access %(kind)s %(repo_id)s was rejected by the repo "
+                                "authors") % names)
+    names = {"kind": kind, "repo_id": repo.repo_id, "where": where}
+    if repo.gate_mode == Repo.MANUAL:
+        raise GatedRepo(gettext("Access to %(kind)s %(repo_id)s is restricted and you are not in the authorized "
+                                "list: request access at %(where)s (or POST /api/v1/repos/%(kind)s/%(repo_id)s/access) "
+                                "to download its files (its authors review each request)") % names)
+    raise GatedRepo(gettext("Access to %(kind)s %(repo_id)s is restricted and you are not in the authorized list: "
+                            "accept its conditions at %(where)s (or POST /api/v1/repos/%(kind)s/%(repo_id)s/access) "
+                            "to download its files") % names)
 
 
 def check_can_write(actor: Actor, namespace: Namespace, role: str | None = "?") -> None:
     if actor.user is None:
-        raise Unauthorized("you must be logged in (pass a token) to write")
+        raise Unauthorized(gettext("you must be logged in (pass a token) to write"))
     if role == "?":
         role = _role(actor.user, namespace)
     if role not in (Membership.WRITE, Membership.ADMIN):
-        raise Forbidden(f"you ({actor.user.username}) cannot write to the namespace {namespace.name!r}")
+        raise Forbidden(gettext("you (%(username)s) cannot write to the namespace %(name)r") % {"username": actor.user.username, "name": namespace.name})
     if actor.on_instance:
-        raise Forbidden("an instance token can only read the repos attached to its instance")
+        raise Forbidden(gettext("an instance token can only read the repos attached to its instance"))
     if not actor.can_write:
-        raise Forbidden("this token is read-only; create a write token to upload or change repos")
+        raise Forbidden(gettext("this token is read-only; create a write token to upload or change repos"))
 
 
 # --- repos ------------------------------------------------------------------------------------------
@@ -184,20 +197,20 @@ def do_create_repo(actor: Actor, namespace: str | None, name: str, repo_type: st
                    ) -> Repo:
     """Creates a repo with an initial commit (.gitattributes), so it always has a head."""
     if actor.user is None:
-        raise Unauthorized("you must be logged in (pass a token) to create a repo")
+        raise Unauthorized(gettext("you must be logged in (pass a token) to create a repo"))
     if repo_type not in (Repo.MODEL, Repo.DATASET):
-        raise BadRequest(f"unsupported repo type {repo_type!r}: use model or dataset")
+        raise BadRequest(gettext("unsupported repo type %(repo_type)r: use model or dataset") % {"repo_type": repo_type})
     check_name(name, what="repo name")
     ns = _namespace(namespace or actor.user.username)
     check_can_write(actor, ns)
     existing = find_repo(repo_type, ns.name, name)
     if existing is not None:
-        raise Conflict(f"{repo_type} {existing.repo_id} already exists")
+        raise Conflict(gettext("%(repo_type)s %(repo_id)s already exists") % {"repo_type": repo_type, "repo_id": existing.repo_id})
     try:
         with transaction.atomic():
             repo = Repo.objects.create(namespace=ns, name=name, type=repo_type, private=private)
     except IntegrityError:
-        raise Conflict(f"{repo_type} {ns.name}/{name} already exists") from None
+        raise Conflict(gettext("%(repo_type)s %(name)s/%(name2)s already exists") % {"repo_type": repo_type, "name": ns.name, "name2": name}) from None
     # The id is a repo's own again: requests for it no longer follow a repo that was moved away.
     RepoRedirect.objects.filter(type=repo_type, key=repo.sort_name).delete()
     blob = blobs.ingest_bytes(GITATTRIBUTES, actor.user)
@@ -242,7 +255,7 @@ def do_duplicate_repo(actor: Actor, source: Repo, namespace: str, name: str, *, 
     check_can_write(actor, ns)
     existing = find_repo(source.type, ns.name, name)
     if existing is not None:
-        raise Conflict(f"{source.type} {existing.repo_id} already exists")
+        raise Conflict(gettext("%(type)s %(repo_id)s already exists") % {"type": source.type, "repo_id": existing.repo_id})
     shas = sorted(tree_blobs({head.tree}))
     sizes: dict[str, int] = {}
     for i in range(0, len(shas), 500):
@@ -261,7 +274,7 @@ def do_duplicate_repo(actor: Actor, source: Repo, namespace: str, name: str, *, 
             Repo.objects.filter(pk=repo.pk).update(head_sha=commit.oid, file_count=head.file_count,
                                                    total_size=head.total_size, card_data=source.card_data)
     except IntegrityError:
-        raise Conflict(f"{source.type} {ns.name}/{name} already exists") from None
+        raise Conflict(gettext("%(type)s %(name)s/%(name2)s already exists") % {"type": source.type, "name": ns.name, "name2": name}) from None
     transaction.on_commit(lambda: card_changed.send(sender=Repo, repo_pk=repo.pk), robust=True)
     repo.refresh_from_db()
     return repo
@@ -273,7 +286,7 @@ def do_update_settings(actor: Actor, repo: Repo, *, private: bool | None = None,
     access requests as they are: accepted ones stay open, pending ones wait."""
     check_can_write(actor, repo.namespace)
     if not (gated is None or gated is False or gated in (Repo.AUTO, Repo.MANUAL)):
-        raise BadRequest(f"gated must be false, 'auto' or 'manual', not {gated!r}")
+        raise BadRequest(gettext("gated must be false, 'auto' or 'manual', not %(gated)r") % {"gated": gated})
     if private is not None:
         Repo.objects.filter(pk=repo.pk).update(private=private)
     if gated is False:
@@ -289,7 +302,7 @@ def do_update_settings(actor: Actor, repo: Repo, *, private: bool | None = None,
 def _namespace(name: str) -> Namespace:
     ns = Namespace.objects.filter(name__iexact=name).first()
     if ns is None:
-        raise BadRequest(f"namespace {name!r} does not exist")
+        raise BadRequest(gettext("namespace %(name)r does not exist") % {"name": name})
     return ns
 
 
@@ -302,7 +315,7 @@ def do_move_repo(actor: Actor, repo: Repo, to_namespace: str, to_name: str) -> R
     check_can_write(actor, ns)
     taken = find_repo(repo.type, ns.name, to_name)
     if taken is not None and taken.pk != repo.pk:
-        raise Conflict(f"A {repo.type} repository called {taken.repo_id} already exists")
+        raise Conflict(gettext("A %(type)s repository called %(repo_id)s already exists") % {"type": repo.type, "repo_id": taken.repo_id})
     old, former_id, former_key = repo.namespace, repo.repo_id, repo.sort_name
     new_key = sort_name(ns.name, to_name)
     with transaction.atomic():
@@ -319,10 +332,25 @@ def do_move_repo(actor: Actor, repo: Repo, to_namespace: str, to_name: str) -> R
 
 # --- revisions --------------------------------------------------------------------------------------
 
-def resolve_revision(repo: Repo, revision: str | None) -> Commit:
+def resolve_revision(repo: Repo, revision: str | None, *, fetch: bool = True) -> Commit:
     """A branch, tag (also as refs/heads/x, refs/tags/x), pull request (refs/pr/N), or full or short
-    (≥7 hex) commit id."""
+    (≥7 hex) commit id. `fetch` False: what is here, without asking the revision sources (a page
+    that shows an upstream's failure rather than failing with it)."""
     rev = revision or repo.default_branch
+    if not fetch:
+        return _find_revision(repo, rev)
+    for source in _REVISION_SOURCES:
+        source(repo, rev, False)
+    try:
+        return _find_revision(repo, rev)
+    except RevisionNotFound:
+        for source in _REVISION_SOURCES:
+            if (commit := source(repo, rev, True)) is not None:
+                return commit
+        raise
+
+
+def _find_revision(repo: Repo, rev: str) -> Commit:
     kinds = [Ref.BRANCH, Ref.TAG]
     if rev.startswith("refs/heads/"):
         rev, kinds = rev[len("refs/heads/"):], [Ref.BRANCH]
@@ -343,8 +371,9 @@ def resolve_revision(repo: Repo, revision: str | None) -> Commit:
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:
-            raise RevisionNotFound(f"revision {rev!r} is ambiguous in {repo.repo_id}; give more characters")
-    raise RevisionNotFound(f"revision {rev!r} not found in {repo.repo_id}")
+            raise RevisionNotFound(gettext("revision %(rev)r is ambiguous in %(repo_id)s; give more "
+                                           "characters") % {"rev": rev, "repo_id": repo.repo_id})
+    raise RevisionNotFound(gettext("revision %(rev)r not found in %(repo_id)s") % {"rev": rev, "repo_id": repo.repo_id})
 
 
 def entry_at(commit: Commit, path: str, store: trees.NodeStore | None = None) -> trees.Entry | None:
@@ -359,7 +388,7 @@ def file_at(repo: Repo, commit: Commit, path: str) -> trees.Entry:
     else:
         entry = entry_at(commit, path)
     if entry is None or entry.is_dir:
-        raise EntryNotFound(f"{path!r} not found in {repo.repo_id} at {commit.oid[:12]}",
+        raise EntryNotFound(gettext("%(path)r not found in %(repo_id)s at %(value)s") % {"path": path, "repo_id": repo.repo_id, "value": commit.oid[:12]},
                             headers={"X-Repo-Commit": commit.oid})
     return entry
 
@@ -376,7 +405,11 @@ class CommitOps:
     deletes: list[str] = field(default_factory=list)
     delete_folders: list[str] = field(default_factory=list)
     blobs: set[str] = field(default_factory=set)
+    # The namespace's usage counts the new blobs but its quota is not enforced: fetched-on-demand
+    # catalog content is bounded by the operator's on-demand budget instead (hub.mirrors.ondemand).
+    unmetered: bool = False
     _stored: dict = field(default_factory=dict)  # sha256 -> Blob stored by store_inline
+    _lfs: dict = field(default_factory=dict)  # sha256 -> Blob (None: not one the user may name), by load_lfs
 
     def add_file(self, path: str, blob: Blob, *, lfs: bool, git_oid: str | None = None) -> None:
         check_path(path)
@@ -417,15 +450,36 @@ class CommitOps:
             if errors:
                 raise BadRequest("Invalid metadata in README.md: " + "; ".join(errors))
 
+    def load_lfs(self, sha256s: list[str]) -> None:
+        """Looks up, in a few queries, the uploaded blobs `add_lfs` will name (a commit of 5,000
+        files, not 10,000 queries): those stored and the user may reference."""
+        wanted = list(set(sha256s))
+        for i in range(0, len(wanted), 1000):
+            found = {b.sha256: b for b in Blob.objects.filter(pk__in=wanted[i:i + 1000], corrupt_at=None,
+                                                                remote=False)}
+            claimed = blobs.claimed_by(self.user, [sha for sha, b in found.items() if not b.verified])
+            found = {sha: b for sha, b in found.items() if b.verified or sha in claimed}
+            ok = blobs.can_reference(self.user, list(found))
+            self._lfs.update({sha: found.get(sha) if sha in ok else None for sha in wanted[i:i + 1000]})
+
     def add_lfs(self, path: str, sha256: str, size: int | None) -> None:
         check_path(path)
         blobs.check_sha256(sha256)
-        blob = blobs.stored_blob(sha256)
-        if blob is None or not blobs.can_reference(self.user, [sha256]):
-            raise BadRequest(f"LFS object {sha256} for {path!r} has not been uploaded, or was removed as "
-                             "unreferenced before this commit named it; upload it again")
+        if sha256 in self._lfs:
+            blob = self._lfs[sha256]
+        else:
+            blob = blobs.stored_blob(sha256, self.user)
+            blob = blob if blob is not None and blobs.can_reference(self.user, [sha256]) else None
+        if blob is None and Blob.objects.filter(pk=sha256, corrupt_at__isnull=False).exists():
+            raise BadRequest(gettext("LFS object %(sha256)s for %(path)r failed its integrity check (the "
+                                     "stored bytes do not hash to it); upload the file again")
+                             % {"sha256": sha256, "path": path})
+        if blob is None:
+            raise BadRequest(gettext("LFS object %(sha256)s for %(path)r has not been uploaded, or was "
+                                     "removed as unreferenced before this commit named it; upload it "
+                                     "again") % {"sha256": sha256, "path": path})
         if size is not None and blob.size != size:
-            raise BadRequest(f"LFS object {sha256} has {blob.size} bytes, not {size}")
+            raise BadRequest(gettext("LFS object %(sha256)s has %(size)s bytes, not %(size2)s") % {"sha256": sha256, "size": blob.size, "size2": size})
         self.add_file(path, blob, lfs=True)
 
     def add_copy(self, path: str, entry: trees.Entry) -> None:
@@ -473,9 +527,9 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
     if pr_ref is None:
         check_can_write(actor, repo.namespace)
     if not ops:
-        raise BadRequest("the commit changes nothing")
+        raise BadRequest(gettext("the commit changes nothing"))
     if not title.strip():
-        raise BadRequest("a commit needs a title (summary)")
+        raise BadRequest(gettext("a commit needs a title (summary)"))
     ref = pr_ref or _branch_ref(repo, branch)
     head = ref.commit
     _check_parent(branch, head, parent_commit)
@@ -489,7 +543,7 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
         ns = quotas.lock(repo.namespace_id)
         current = Ref.objects.select_for_update().select_related("commit").filter(pk=ref.pk).first()
         if current is None:
-            raise RevisionNotFound(f"branch {branch!r} was deleted while this commit was being made")
+            raise RevisionNotFound(gettext("branch %(branch)r was deleted while this commit was being made") % {"branch": branch})
         if current.commit_id != head.id:
             head = current.commit
             _check_parent(branch, head, parent_commit)
@@ -499,15 +553,16 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
         commit = _new_commit(repo, head, root, actor.user, title.strip(), message, files, size)
         moved = Ref.objects.filter(pk=ref.pk, commit=head).update(commit=commit, updated=timezone.now())
         if not moved:  # (cannot happen under the lock; kept as the last line of defence)
-            raise Conflict(f"another commit landed on {branch!r} at the same time; retry")
+            raise Conflict(gettext("another commit landed on %(branch)r at the same time; retry") % {"branch": branch})
         if ops.blobs:
             # Locked, so garbage collection cannot remove a blob between this check and the refs.
             sizes = dict(Blob.objects.select_for_update().filter(pk__in=ops.blobs).values_list("sha256", "size"))
             if len(sizes) != len(ops.blobs):
                 gone = sorted(ops.blobs - set(sizes))
-                raise BadRequest(f"{len(gone)} file(s) of this commit (e.g. sha256 {gone[0]}) are no longer stored: "
-                                 "they were removed as unreferenced; upload them again")
-            quotas.charge(ns, sizes, reservations=ops.reservations)
+                raise BadRequest(gettext("%(gone)s file(s) of this commit (e.g. sha256 %(gone2)s) are no "
+                                         "longer stored: they were removed as unreferenced; upload them "
+                                         "again") % {"gone": len(gone), "gone2": gone[0]})
+            quotas.charge(ns, sizes, reservations=ops.reservations, enforce=not ops.unmetered)
             first = {}
             for path, entry in ops.puts:
                 first.setdefault(entry.ref, (path, entry.lfs))
@@ -522,6 +577,9 @@ def do_commit(actor: Actor, repo: Repo, branch: str, ops: CommitOps, *, title: s
                 # (robust: the card's catalog metadata failing to update must not fail the commit)
                 transaction.on_commit(lambda: card_changed.send(sender=Repo, repo_pk=repo.pk), robust=True)
         Repo.objects.filter(pk=repo.pk).update(**fields)
+        if branch == repo.default_branch and repo.type == Repo.DATASET:
+            transaction.on_commit(lambda: commit_landed.send(sender=Repo, repo_pk=repo.pk, commit_pk=commit.pk),
+                                  robust=True)
     return commit
 
 
@@ -531,7 +589,7 @@ def do_super_squash(actor: Actor, repo: Repo, branch: str, *, title: str) -> Com
     account gets back the bytes only they held: the way to free quota taken by old revisions."""
     check_can_write(actor, repo.namespace)
     if not title.strip():
-        raise BadRequest("a commit needs a title (message)")
+        raise BadRequest(gettext("a commit needs a title (message)"))
     ref = _branch_ref(repo, branch)
     with transaction.atomic():
         quotas.lock(repo.namespace_id)  # (every commit of the repo takes it: the head cannot move now)
@@ -554,16 +612,17 @@ def _branch_ref(repo: Repo, branch: str) -> Ref:
     ref = Ref.objects.select_related("commit").filter(repo=repo, kind=kind, name=name).first()
     if ref is None:
         if Ref.objects.filter(repo=repo, kind=Ref.TAG, name=branch).exists():
-            raise BadRequest(f"{branch!r} is a tag; commits go to branches")
-        raise RevisionNotFound(f"branch {branch!r} not found in {repo.repo_id}; create it first")
+            raise BadRequest(gettext("%(branch)r is a tag; commits go to branches") % {"branch": branch})
+        raise RevisionNotFound(gettext("branch %(branch)r not found in %(repo_id)s; create it first") % {"branch": branch, "repo_id": repo.repo_id})
     return ref
 
 
 def _check_parent(branch: str, head: Commit, parent_commit: str | None) -> None:
     if parent_commit and parent_commit != head.oid:
         # (upstream's words first: scripts match on them)
-        raise PreconditionFailed("The branch was updated since you opened this page. Please refresh and try again. "
-                                 f"({branch!r} is at {head.oid} now, not at the parent commit {parent_commit})")
+        raise PreconditionFailed(gettext("The branch was updated since you opened this page. Please "
+                                         "refresh and try again. (%(branch)r is at %(oid)s now, not at "
+                                         "the parent commit %(parent_commit)s)") % {"branch": branch, "oid": head.oid, "parent_commit": parent_commit})
 
 
 def _card_data(commit: Commit) -> dict:
@@ -585,15 +644,15 @@ def do_create_branch(actor: Actor, repo: Repo, name: str, starting_point: str | 
         with transaction.atomic():
             return Ref.objects.create(repo=repo, kind=Ref.BRANCH, name=name, commit=commit)
     except IntegrityError:
-        raise Conflict(f"Reference refs/heads/{name} already exists in {repo.repo_id}") from None
+        raise Conflict(gettext("Reference refs/heads/%(name)s already exists in %(repo_id)s") % {"name": name, "repo_id": repo.repo_id}) from None
 
 
 def do_delete_branch(actor: Actor, repo: Repo, name: str) -> None:
     check_can_write(actor, repo.namespace)
     if name == repo.default_branch:
-        raise BadRequest(f"Cannot delete refs/heads/{name}: it is the default branch of {repo.repo_id}")
+        raise BadRequest(gettext("Cannot delete refs/heads/%(name)s: it is the default branch of %(repo_id)s") % {"name": name, "repo_id": repo.repo_id})
     if not Ref.objects.filter(repo=repo, kind=Ref.BRANCH, name=name).delete()[0]:
-        raise RevisionNotFound(f"Invalid rev id: {name!r} is not a branch of {repo.repo_id}")
+        raise RevisionNotFound(gettext("Invalid rev id: %(name)r is not a branch of %(repo_id)s") % {"name": name, "repo_id": repo.repo_id})
     _schedule_prune(repo)
 
 
@@ -605,13 +664,13 @@ def do_create_tag(actor: Actor, repo: Repo, name: str, revision: str | None, mes
         with transaction.atomic():
             return Ref.objects.create(repo=repo, kind=Ref.TAG, name=name, commit=commit, message=message)
     except IntegrityError:
-        raise Conflict(f"Reference refs/tags/{name} already exists in {repo.repo_id}") from None
+        raise Conflict(gettext("Reference refs/tags/%(name)s already exists in %(repo_id)s") % {"name": name, "repo_id": repo.repo_id}) from None
 
 
 def do_delete_tag(actor: Actor, repo: Repo, name: str) -> None:
     check_can_write(actor, repo.namespace)
     if not Ref.objects.filter(repo=repo, kind=Ref.TAG, name=name).delete()[0]:
-        raise RevisionNotFound(f"tag {name!r} not found in {repo.repo_id}")
+        raise RevisionNotFound(gettext("tag %(name)r not found in %(repo_id)s") % {"name": name, "repo_id": repo.repo_id})
     _schedule_prune(repo)
 
 
@@ -724,6 +783,34 @@ def readable_refs(user) -> Q:
 # --- notices about a repo from the apps above (the catalog: "not mirrored yet") -------------------
 
 _NOTICES: list = []
+_REVISION_SOURCES: list = []
+
+
+_UPSTREAM_IDS: list = []
+
+
+def add_upstream_id(source) -> None:
+    """Registers `source(repo) -> str | None`: the upstream (Hugging Face) id of a repo that is a
+    catalog entry of this hub, for fetching it on demand (hub.catalog supplies it)."""
+    if source not in _UPSTREAM_IDS:
+        _UPSTREAM_IDS.append(source)
+
+
+def upstream_id(repo: Repo) -> str | None:
+    for source in _UPSTREAM_IDS:
+        if (found := source(repo)) is not None:
+            return found
+    return None
+
+
+def add_revision_source(source) -> None:
+    """Registers `source(repo, revision, missing) -> Commit | None`, asked by resolve_revision before
+    it looks a revision up (missing False: it may bring the repo up to date, e.g. from its upstream)
+    and again when the revision is not found (missing True: it may find or make the commit). An app
+    above this one supplies it (hub.mirrors.ondemand); it must be cheap when it has nothing to do."""
+    if source not in _REVISION_SOURCES:
+        _REVISION_SOURCES.append(source)
+
 
 
 def add_notice(source) -> None:

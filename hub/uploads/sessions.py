@@ -37,14 +37,15 @@ def part_size_for(size: int) -> int:
 
 def open_session(*, sha256: str | None, size: int, user=None, repo=None, purpose: str = "lfs",
                  target: dict | None = None, part_size: int | None = None, reservation=None,
-                 ttl: timedelta = LFS_SESSION_TTL, resume: bool = True) -> UploadSession:
+                 ttl: timedelta = LFS_SESSION_TTL, resume: bool = True, checked: bool = False) -> UploadSession:
     """Starts a multipart upload of one blob — or, with `resume`, returns the same user's open session
     of the same purpose for these bytes. Every session writes to a key of its own, so a wrong or
     malicious upload can never touch bytes another upload already verified. Without `sha256` (the
     client hashes as it sends and names it at completion) the stored bytes define the blob.
 
     `reservation` (quota the caller reserved for the bytes) rides along: completion hands it to the
-    caller, abort and expiry release it."""
+    caller, abort and expiry release it. A `checked` session hands out only part URLs signed with
+    each part's sha256 (checked_part_urls), and its completion does not read the bytes back."""
     with transaction.atomic():
         # Two requests for the same bytes at once (a client's batch and its retry, two workers) get
         # one session: the lookup and the creation run one at a time per sha256. (SQLite's
@@ -54,7 +55,7 @@ def open_session(*, sha256: str | None, size: int, user=None, repo=None, purpose
                 with connection.cursor() as cur:
                     cur.execute("SELECT pg_advisory_xact_lock(%s)", [int(sha256[:15], 16)])
             existing = (UploadSession.objects.filter(sha256=sha256, size=size, user=user, purpose=purpose,
-                                                     state=UploadSession.OPEN,
+                                                     state=UploadSession.OPEN, checked=checked,
                                                      expires__gt=timezone.now() + timedelta(minutes=10))
                         .order_by("-created").first())
             if existing is not None:
@@ -66,15 +67,34 @@ def open_session(*, sha256: str | None, size: int, user=None, repo=None, purpose
         return UploadSession.objects.create(id=session_id, repo=repo, user=user, sha256=sha256 or "", size=size,
                                             part_size=part_size or part_size_for(size), store_upload_id=upload_id,
                                             key=key, purpose=purpose, target=target or {}, reservation=reservation,
-                                            expires=timezone.now() + ttl)
+                                            expires=timezone.now() + ttl, checked=checked)
 
 
 def part_urls(session: UploadSession, numbers, *, lifetime: int, link) -> dict[int, str]:
     """Where to PUT each of these parts: a presigned store URL valid for `lifetime` seconds, or (the
-    local backend) `link(n, token)`, the door's URL for part n's token (hub.content.signing)."""
+    local backend) `link(n, token)`, the door's URL for part n's token (hub.content.signing). None
+    for a checked session: its parts go only where checked_part_urls says."""
+    if session.checked:
+        return {}
     store = object_store()
     return {n: store.presign_part(session.key, session.store_upload_id, n, expires=lifetime)
             or link(n, signing.sign("part", {"s": str(session.id), "n": n}, lifetime)) for n in numbers}
+
+
+def checked_part_urls(session: UploadSession, hashes: dict[int, str], *, lifetime: int) -> dict[int, str]:
+    """A checked session's part URLs, {part number: sha256 of that part} → {number: URL}: the store
+    refuses a part whose bytes do not hash to what its URL was signed with."""
+    if not session.checked:
+        raise BadRequest("this upload session takes plain part URLs (GET it for them), not checked ones")
+    for n, sha in hashes.items():
+        part_length(session, n)
+        blobs.check_sha256(sha)
+    numbers = sorted(hashes)
+    urls = object_store().presign_parts_checked(session.key, session.store_upload_id,
+                                                [(n, hashes[n]) for n in numbers], expires=lifetime)
+    if urls is None:  # (sessions are checked only on stores that sign such URLs)
+        raise BadRequest("this store cannot check parts; start the upload again")
+    return dict(zip(numbers, urls, strict=True))
 
 
 def complete_url(session: UploadSession, link) -> str:
@@ -133,7 +153,7 @@ def finish(session: UploadSession, parts: list[tuple[int, str]] | None = None) -
     if session.state == UploadSession.DONE:
         if completing(session):
             raise CompletionInProgress(settings.HUB_UPLOAD_STALE)
-        return (stored_blob(session.sha256) if session.sha256 else None), True
+        return (stored_blob(session.sha256, session.user) if session.sha256 else None), True
     if session.state != UploadSession.OPEN or session.expires < timezone.now():
         raise NotFound("this upload session has ended (aborted or expired); start the upload again")
     return complete_session(session, parts), False
@@ -188,16 +208,26 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
                                    "again") from err
                 raise
         try:
-            digest, actual = store.sha256(session.key)
-            if actual != session.size or (session.sha256 and digest != session.sha256):
-                raise UnprocessableEntity(
-                    f"object {session.sha256 or '(no sha256 given)'}: the uploaded bytes ({actual} bytes, "
-                    f"expected {session.size}) hash to {digest}; upload the right file again")
-            claim.check()  # (a completion that lost its claim leaves the rest to the one that took it)
-            if not session.sha256:  # the client left the hashing to us: the stored bytes define it
-                session.sha256 = digest
-                UploadSession.objects.filter(pk=session.pk).update(sha256=digest)
-            blob = blobs.install(store, session.key, session.sha256, session.size, session.user)
+            if session.checked and session.sha256:
+                # Every part was checked by the store as it landed: no read-back; the whole file's
+                # hash (named by the client) is checked in the background (blobs.claim).
+                actual = store.size(session.key)
+                if actual != session.size:
+                    raise UnprocessableEntity(f"object {session.sha256}: the assembled upload has {actual} bytes, "
+                                              f"expected {session.size}; upload the file again")
+                claim.check()
+                blob = blobs.claim(store, session.key, session.sha256, session.size, session.user)
+            else:
+                digest, actual = store.sha256(session.key)
+                if actual != session.size or (session.sha256 and digest != session.sha256):
+                    raise UnprocessableEntity(
+                        f"object {session.sha256 or '(no sha256 given)'}: the uploaded bytes ({actual} bytes, "
+                        f"expected {session.size}) hash to {digest}; upload the right file again")
+                claim.check()  # (a completion that lost its claim leaves the rest to the one that took it)
+                if not session.sha256:  # the client left the hashing to us: the stored bytes define it
+                    session.sha256 = digest
+                    UploadSession.objects.filter(pk=session.pk).update(sha256=digest)
+                blob = blobs.install(store, session.key, session.sha256, session.size, session.user)
         except CompletionInProgress:
             raise
         except StoreUnavailableError:
@@ -280,7 +310,7 @@ def revive(session: UploadSession) -> UploadSession:
     if session.claimed is not None and session.claimed >= stale:
         return session
     mine = UploadSession.objects.filter(pk=session.pk, state=UploadSession.DONE, lease=session.lease)
-    if session.sha256 and stored_blob(session.sha256) is not None and (
+    if session.sha256 and stored_blob(session.sha256, session.user) is not None and (
             session.user_id is None or BlobProof.objects.filter(user_id=session.user_id, blob_id=session.sha256).exists()):
         mine.update(lease="")
     elif mine.update(state=UploadSession.OPEN, lease="", claimed=None):

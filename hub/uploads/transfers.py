@@ -15,12 +15,13 @@ become a blob only once the hub has hashed them (hub.content.blobs.install).
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from hub.content import blobs
-from hub.content.models import Blob, UploadSession
+from hub.content.models import Blob, BlobProof, UploadSession
 from hub.quotas.services import Hold
 from hub.uploads import sessions
 
@@ -31,6 +32,7 @@ class Planned:
     size: int
     transfer: str  # "stored" (nothing to send), or the name of the transfer that takes the bytes
     session: UploadSession | None = None
+    key: str = ""  # where a CheckedPut goes
 
 
 class Basic:
@@ -44,8 +46,80 @@ class Basic:
         return blobs.object_store().local_path(blobs.blob_key(oid)) is not None and (
             size < blobs.MIN_PART * 2 or size <= settings.HUB_MULTIPART_CHUNK)
 
-    def start(self, oid: str, size: int, *, user, repo) -> Planned:
+    def start(self, oid: str, size: int, *, user, repo, batch: str = "", checked: bool = False) -> Planned:
         return Planned(oid, size, self.name)
+
+
+class CheckedPut:
+    """One PUT straight to the store, through a URL signed with the object's sha256: the store
+    refuses any body that does not hash to it (x-amz-content-sha256), so the hub never reads the
+    bytes back, and the URL can only ever store those bytes. Each upload gets a key of its own (the
+    hub cannot tell who wrote an object, so an object at a key everyone can name would prove nothing
+    about who holds the bytes). The bytes become a blob when the uploader verifies (`finish_puts`).
+
+    Only for clients that offer it ("hub-checked-put": the request must carry the signed header,
+    which huggingface_hub's basic upload does not send), on stores that sign such URLs, and for
+    objects of one part (larger ones resume part by part in a session)."""
+
+    name = "hub-checked-put"
+
+    def accepts(self, oid: str, size: int) -> bool:
+        return size <= settings.HUB_MULTIPART_CHUNK and store_checks_uploads()
+
+    def start(self, oid: str, size: int, *, user, repo, batch: str = "", checked: bool = False) -> Planned:
+        # The objects of one batch share a prefix: their verification lists it instead of asking
+        # about each object.
+        return Planned(oid, size, self.name, key=f"blobs/incoming/{batch or uuid.uuid4().hex}/{oid}")
+
+
+def store_checks_uploads() -> bool:
+    """The store signs PUT URLs it checks against a sha256 (S3 with path-style addressing): checked
+    PUTs and checked parts are possible."""
+    return blobs.object_store().presign_put_checked([], expires=1) is not None
+
+
+def put_urls(planned: list[Planned], *, lifetime: int) -> dict[str, str]:
+    """{oid: the checked PUT URL} for the CheckedPut objects of a plan, signed in one go."""
+    mine = [p for p in planned if p.transfer == CheckedPut.name]
+    urls = blobs.object_store().presign_put_checked([(p.key, p.oid) for p in mine], expires=lifetime) or []
+    return {p.oid: url for p, url in zip(mine, urls, strict=True)}
+
+
+def finish_puts(objects: list[tuple[str, int, str]], user) -> dict[str, Blob | str]:
+    """CheckedPut uploads the client says it made, as (sha256, size, key): {sha256: its blob, or why
+    it is not one}. The store checked the bytes' sha256 as they arrived; what is left to check is
+    that they arrived at all, whole (the object's size, asked in parallel). Idempotent: a retry finds
+    the blob (and the key emptied when the bytes were stored already)."""
+    store = blobs.object_store()
+    sizes = _sizes(store, [key for _sha, _size, key in objects])
+    out: dict[str, Blob | str] = {}
+    arrived = []
+    for (sha, size, key), actual in zip(objects, sizes, strict=True):
+        if actual is None:
+            done = blobs.reuse(sha, user) if BlobProof.objects.filter(user=user, blob_id=sha).exists() else None
+            out[sha] = done or (f"object {sha} is not stored: its upload did not reach the store or expired; "
+                                "upload it again")
+        elif actual != size:  # (bytes that hash to the sha256 but have another size: not this object)
+            out[sha] = f"object {sha} was stored with {actual} bytes, not {size}; upload it again"
+            store.delete(key)
+        else:
+            arrived.append((key, sha, size))
+    return out | blobs.install_many(store, arrived, user)
+
+
+def _sizes(store, keys: list[str]) -> list[int | None]:
+    """The stored size of each key (None: not there): one listing for keys that share a prefix
+    (the objects of one batch), a HEAD for the others."""
+    groups: dict[str, list[str]] = {}
+    for key in keys:
+        groups.setdefault(key.rsplit("/", 1)[0] + "/", []).append(key)
+    found: dict[str, int] = {}
+    for prefix, members in groups.items():
+        if len(members) > 4:
+            found |= {k: size for k, size, _mtime in store.list(prefix)}
+    single = [k for k in keys if k not in found and len(groups[k.rsplit("/", 1)[0] + "/"]) <= 4]
+    found |= {k: size for k, size in zip(single, blobs.store_map(store.size, single), strict=True) if size is not None}
+    return [found.get(k) for k in keys]
 
 
 class Multipart:
@@ -58,11 +132,13 @@ class Multipart:
     def accepts(self, oid: str, size: int) -> bool:
         return True
 
-    def start(self, oid: str, size: int, *, user, repo) -> Planned:
-        return Planned(oid, size, self.name, sessions.open_session(sha256=oid, size=size, repo=repo, user=user))
+    def start(self, oid: str, size: int, *, user, repo, batch: str = "", checked: bool = False) -> Planned:
+        return Planned(oid, size, self.name, sessions.open_session(sha256=oid, size=size, repo=repo, user=user,
+                                                                   checked=checked))
 
 
-TRANSFERS = [Basic(), Multipart()]  # in order of preference
+TRANSFERS = [Basic(), CheckedPut(), Multipart()]  # in order of preference
+OFFERED = frozenset({Basic.name, Multipart.name})  # what every client takes (huggingface_hub's)
 
 
 def reusable(user, objects: dict[str, int]) -> set[str]:
@@ -81,17 +157,22 @@ def reusable(user, objects: dict[str, int]) -> set[str]:
     return found
 
 
-def plan(objects: dict[str, int], *, ns, user, hold: Hold, repo=None, purpose: str = "") -> list[Planned]:
-    """The plan for each object, in the order given. Raises QuotaExceeded (nothing reserved, nothing
-    started) when the bytes to send do not fit the account's quota."""
+def plan(objects: dict[str, int], *, ns, user, hold: Hold, repo=None, purpose: str = "",
+         offered: frozenset[str] = OFFERED) -> list[Planned]:
+    """The plan for each object, in the order given, with the transfers the client `offered`.
+    Raises QuotaExceeded (nothing reserved, nothing started) when the bytes to send do not fit the
+    account's quota."""
     stored = reusable(user, objects)
     need = {oid: size for oid, size in objects.items() if oid not in stored}
     hold.reserve_many(ns, need, user=user, purpose=purpose)
     out = []
+    batch = uuid.uuid4().hex
+    # A client that takes checked PUTs takes checked parts too (sessions.checked_part_urls).
+    checked = CheckedPut.name in offered and store_checks_uploads()
     for oid, size in objects.items():
         if oid in stored:
             out.append(Planned(oid, size, "stored"))
         else:
-            transfer = next(t for t in TRANSFERS if t.accepts(oid, size))
-            out.append(transfer.start(oid, size, user=user, repo=repo))
+            transfer = next(t for t in TRANSFERS if (t.name in offered or t.name in OFFERED) and t.accepts(oid, size))
+            out.append(transfer.start(oid, size, user=user, repo=repo, batch=batch, checked=checked))
     return out

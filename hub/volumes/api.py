@@ -27,6 +27,8 @@ from hub.errors import BadRequest, Forbidden, HubError, NotFound, PreconditionFa
 from hub.volumes import services, uploads
 from hub.volumes.models import Volume
 from hub.volumes.serializers import (
+    CheckedPartsSerializer,
+    CheckedPartUrlsSerializer,
     EntrySerializer,
     ErrorSerializer,
     ListingSerializer,
@@ -299,13 +301,13 @@ def _upload_data(request: Request, session) -> dict:
     return {"id": session.id, "status": "open", "path": session.target["path"], "size": session.size,
             "sha256": session.sha256, "part_size": session.part_size, "part_count": session.part_count,
             "received": received, "parts": {str(n): u for n, u in urls.items()}, "expires": session.expires,
-            "entry": None}
+            "checked": session.checked, "entry": None}
 
 
 def _done_data(session_id, path: str, entry) -> dict:
     return {"id": session_id, "status": "done", "path": path, "size": entry.size, "sha256": entry.blob_id,
             "part_size": None, "part_count": None, "received": [], "parts": {}, "expires": None,
-            "entry": entry_data(entry, path)}
+            "checked": False, "entry": entry_data(entry, path)}
 
 
 class UploadsView(VolumeView):
@@ -323,7 +325,7 @@ class UploadsView(VolumeView):
         path = services.check_volume_path(data["path"])
         start = uploads.do_create_upload(self.volume, request.user, path, size=data["size"], sha256=data["sha256"],
                                          part_size=data["part_size"], if_match=_etag(data["if_match"]),
-                                         if_none_match=data["if_none_match"])
+                                         if_none_match=data["if_none_match"], checked=data["checked"])
         if start.session is None:
             return _with_etag(Response(_done_data(None, path, start.entry), status=201), start.entry)
         return Response(_upload_data(request, start.session), status=200 if start.resumed else 201)
@@ -343,6 +345,25 @@ class UploadView(VolumeView):
     def delete(self, request: Request, upload_id: str) -> Response:
         uploads.do_abort(uploads.access_upload(request.user, upload_id))
         return Response(status=204)
+
+
+class UploadCheckedPartsView(VolumeView):
+    @extend_schema(operation_id="volume_upload_checked_parts",
+                   summary="URLs for parts of a checked upload, each signed with its part's sha256",
+                   request=CheckedPartsSerializer, responses={200: CheckedPartUrlsSerializer, **errors(400, 401, 404)})
+    def post(self, request: Request, upload_id: str) -> Response:
+        data = validated(CheckedPartsSerializer, request.data or {})
+        session = uploads.access_upload(request.user, upload_id)
+        if len(data["parts"]) > 1000:
+            raise BadRequest("ask for at most 1000 parts at once")
+        try:
+            hashes = {int(n): sha for n, sha in data["parts"].items()}
+        except ValueError:
+            raise BadRequest("part numbers must be integers") from None
+        urls = uploads.checked_part_urls(session, hashes)
+        resp = Response({"parts": {str(n): url for n, url in urls.items()}})
+        resp["Cache-Control"] = "private, no-store"  # capabilities
+        return resp
 
 
 class UploadCompleteView(VolumeView):

@@ -59,6 +59,20 @@ class UploadCreateSerializer(serializers.Serializer):
     if_match = serializers.CharField(required=False, allow_null=True, default=None,
                                      help_text="complete only if the file still has this ETag ('*': exists)")
     if_none_match = serializers.BooleanField(default=False, help_text="complete only if the path is still free")
+    checked = serializers.BooleanField(default=False, help_text=(
+        "checked parts (S3 stores): `parts` stays empty; ask POST …/parts with each part's sha256 for URLs "
+        "the store checks those bytes against (send the header x-amz-content-sha256). The hub then completes "
+        "without reading the file back, and verifies its whole sha256 in the background"))
+
+
+class CheckedPartsSerializer(serializers.Serializer):
+    parts = serializers.DictField(child=serializers.CharField(min_length=64, max_length=64), allow_empty=False,
+                                  help_text="part number → sha256 of that part's bytes (at most 1000)")
+
+
+class CheckedPartUrlsSerializer(serializers.Serializer):
+    parts = serializers.DictField(child=serializers.URLField(), help_text=(
+        "part number → URL to PUT that part's bytes to, with the header x-amz-content-sha256: <its sha256>"))
 
 
 class UploadCompleteSerializer(serializers.Serializer):
@@ -82,6 +96,7 @@ class UploadSerializer(serializers.Serializer):
                                   help_text="part number → URL to PUT that part's bytes to, without "
                                             "credentials; only for parts still missing; fresh on every call")
     expires = serializers.DateTimeField(allow_null=True)
+    checked = serializers.BooleanField(help_text="parts go only to URLs from POST …/parts (see the start)")
     entry = EntrySerializer(allow_null=True)
 
 

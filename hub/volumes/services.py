@@ -17,6 +17,7 @@ from typing import BinaryIO
 from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from hub.accounts.models import Namespace
 from hub.content import blobs
@@ -58,13 +59,13 @@ def check_volume_path(path: str | None, *, root_ok: bool = False, directory: boo
     if path is None:
         path = ""
     if not isinstance(path, str):
-        raise BadRequest("a path must be a string")
+        raise BadRequest(gettext("a path must be a string"))
     if directory and path.endswith("/") and path != "/":
         path = path[:-1]
     if path in ("", "/"):
         if root_ok:
             return ""
-        raise BadRequest("this operation needs a path below the volume root")
+        raise BadRequest(gettext("this operation needs a path below the volume root"))
     return check_path(path)
 
 
@@ -79,7 +80,7 @@ def volume_of(user) -> Volume:
         return vol
     ns = Namespace.objects.filter(user=user, kind=Namespace.USER).first()
     if ns is None:
-        raise NotFound(f"{user.username} has no personal namespace, so no volume")
+        raise NotFound(gettext("%(username)s has no personal namespace, so no volume") % {"username": user.username})
     with transaction.atomic():
         quotas.lock(ns)
         vol, _ = Volume.objects.get_or_create(namespace=ns)
@@ -107,14 +108,14 @@ def resolve(volume: Volume, path: str) -> VolumeEntry | None:
 def access_entry(volume: Volume, path: str) -> VolumeEntry:
     entry = resolve(volume, path)
     if entry is None:
-        raise EntryNotFound(f"{path!r} does not exist in your volume")
+        raise EntryNotFound(gettext("%(path)r does not exist in your volume") % {"path": path})
     return entry
 
 
 def access_file(volume: Volume, path: str) -> VolumeEntry:
     entry = access_entry(volume, path)
     if entry.is_dir:
-        raise IsADirectory(f"{path!r} is a directory; list it with /api/volume/ls")
+        raise IsADirectory(gettext("%(path)r is a directory; list it with /api/volume/ls") % {"path": path})
     return entry
 
 
@@ -124,7 +125,7 @@ def list_dir(volume: Volume, path: str, cursor: str | None = None, limit: int = 
     entries and the cursor of the next page (None on the last). Costs depth + 1 queries."""
     directory = access_entry(volume, path)
     if not directory.is_dir:
-        raise NotADirectory(f"{path!r} is a file, not a directory")
+        raise NotADirectory(gettext("%(path)r is a file, not a directory") % {"path": path})
     limit = max(1, min(limit, MAX_PAGE))
     qs = VolumeEntry.objects.filter(parent=directory).order_by("name")
     if cursor:
@@ -140,16 +141,16 @@ def check_preconditions(current: VolumeEntry | None, path: str, *, if_match: str
     """`if_match`: the file must exist with this ETag (its sha256), or exist at all for '*'.
     `if_none_match`: the path must not exist (create-only)."""
     if if_none_match and current is not None:
-        raise PreconditionFailed(f"{path!r} already exists (If-None-Match: *)")
+        raise PreconditionFailed(gettext("%(path)r already exists (If-None-Match: *)") % {"path": path})
     if not if_match:
         return
     if current is None:
-        raise PreconditionFailed(f"{path!r} does not exist, so it cannot match the ETag {if_match!r}")
+        raise PreconditionFailed(gettext("%(path)r does not exist, so it cannot match the ETag %(if_match)r") % {"path": path, "if_match": if_match})
     if current.is_dir:
-        raise PreconditionFailed(f"{path!r} is a directory, which has no ETag")
+        raise PreconditionFailed(gettext("%(path)r is a directory, which has no ETag") % {"path": path})
     if if_match != "*" and current.blob_id != if_match:
-        raise PreconditionFailed(f"{path!r} has changed: its ETag is {current.blob_id}, not {if_match}; "
-                                 "read it again before overwriting")
+        raise PreconditionFailed(gettext("%(path)r has changed: its ETag is %(blob_id)s, not "
+                                         "%(if_match)s; read it again before overwriting") % {"path": path, "blob_id": current.blob_id, "if_match": if_match})
 
 
 # --- directories, moves, deletes ---------------------------------------------------------------------
@@ -166,10 +167,10 @@ def _directory(volume: Volume, names: list[str], *, create: bool) -> VolumeEntry
         child = _child(current.pk, name)
         if child is None:
             if not create:
-                raise EntryNotFound(f"directory {'/'.join(names[:i + 1])!r} does not exist in your volume")
+                raise EntryNotFound(gettext("directory %(names)r does not exist in your volume") % {"names": '/'.join(names[:i + 1])})
             child = VolumeEntry.objects.create(volume=volume, parent=current, name=name, is_dir=True, mtime=now)
         elif not child.is_dir:
-            raise NotADirectory(f"{'/'.join(names[:i + 1])!r} is a file, not a directory")
+            raise NotADirectory(gettext("%(names)r is a file, not a directory") % {"names": '/'.join(names[:i + 1])})
         current = child
     return current
 
@@ -183,7 +184,7 @@ def check_parents(volume: Volume, path: str) -> None:
         if child is None:
             return
         if not child.is_dir:
-            raise NotADirectory(f"{'/'.join(names[:i + 1])!r} is a file, not a directory")
+            raise NotADirectory(gettext("%(names)r is a file, not a directory") % {"names": '/'.join(names[:i + 1])})
         parent_id = child.pk
 
 
@@ -198,7 +199,7 @@ def do_mkdir(volume: Volume, path: str, *, parents: bool = False) -> tuple[Volum
         if existing is not None:
             if existing.is_dir and parents:
                 return existing, False
-            raise FileExists(f"{path!r} already exists")
+            raise FileExists(gettext("%(path)r already exists") % {"path": path})
         return VolumeEntry.objects.create(volume=volume, parent=parent, name=names[-1], is_dir=True,
                                           mtime=timezone.now()), True
 
@@ -211,25 +212,25 @@ def do_move(volume: Volume, src: str, dst: str, *, overwrite: bool = False, pare
         ns = quotas.lock(volume.namespace_id)
         entry = access_entry(volume, src)
         if entry.pk == volume.root_id:
-            raise BadRequest("the volume root cannot be moved")
+            raise BadRequest(gettext("the volume root cannot be moved"))
         target_dir = _directory(volume, dst_names[:-1], create=parents)
         if entry.is_dir:
             ancestor_id = target_dir.pk
             while ancestor_id is not None:
                 if ancestor_id == entry.pk:
-                    raise BadRequest(f"cannot move {src!r} into itself ({dst!r})")
+                    raise BadRequest(gettext("cannot move %(src)r into itself (%(dst)r)") % {"src": src, "dst": dst})
                 ancestor_id = VolumeEntry.objects.filter(pk=ancestor_id).values_list("parent_id", flat=True).first()
         existing = _child(target_dir.pk, dst_names[-1])
         freed: dict[str, int] = {}
         if existing is not None and existing.pk != entry.pk:
             if not overwrite:
-                raise FileExists(f"{dst!r} already exists; pass overwrite to replace it")
+                raise FileExists(gettext("%(dst)r already exists; pass overwrite to replace it") % {"dst": dst})
             if existing.is_dir and not entry.is_dir:
-                raise IsADirectory(f"{dst!r} is a directory; a file cannot replace it")
+                raise IsADirectory(gettext("%(dst)r is a directory; a file cannot replace it") % {"dst": dst})
             if entry.is_dir and not existing.is_dir:
-                raise NotADirectory(f"{dst!r} is a file; a directory cannot replace it")
+                raise NotADirectory(gettext("%(dst)r is a file; a directory cannot replace it") % {"dst": dst})
             if existing.is_dir and existing.children.exists():
-                raise DirectoryNotEmpty(f"{dst!r} is a directory that is not empty")
+                raise DirectoryNotEmpty(gettext("%(dst)r is a directory that is not empty") % {"dst": dst})
             if existing.blob_id:
                 freed[existing.blob_id] = existing.size
             existing.delete()
@@ -270,13 +271,13 @@ def do_delete(volume: Volume, path: str, *, recursive: bool = False, if_match: s
         ns = quotas.lock(volume.namespace_id)
         entry = access_entry(volume, path)
         if entry.pk == volume.root_id:
-            raise BadRequest("the volume root cannot be deleted; delete what is in it")
+            raise BadRequest(gettext("the volume root cannot be deleted; delete what is in it"))
         check_preconditions(entry, path, if_match=if_match)
         blob_sizes: dict[str, int] = {entry.blob_id: entry.size} if entry.blob_id else {}
         if entry.is_dir:
             levels, below = _subtree(entry)
             if levels and not recursive:
-                raise DirectoryNotEmpty(f"{path!r} is not empty; delete it with recursive=true")
+                raise DirectoryNotEmpty(gettext("%(path)r is not empty; delete it with recursive=true") % {"path": path})
             blob_sizes.update(below)
             for level in reversed(levels):  # deepest first: nothing left to cascade to
                 for i in range(0, len(level), _CHUNK):
@@ -309,7 +310,7 @@ def do_install(volume: Volume, path: str, blob: Blob, *, reservation: Reservatio
         current = _child(parent.pk, names[-1])
         check_preconditions(current, path, if_match=if_match, if_none_match=if_none_match)
         if current is not None and current.is_dir:
-            raise IsADirectory(f"{path!r} is a directory; a file cannot replace it")
+            raise IsADirectory(gettext("%(path)r is a directory; a file cannot replace it") % {"path": path})
         quotas.charge(ns, {blob.sha256: blob.size}, reservations=_live(reservation))
         now = timezone.now()
         if current is None:
@@ -330,10 +331,10 @@ def do_write(volume: Volume, path: str, stream: BinaryIO, size: int, *, user, if
     only once complete and verified; on any failure the old file stays as it was and the
     reservation is released."""
     if size < 0:
-        raise BadRequest("the size cannot be negative")
+        raise BadRequest(gettext("the size cannot be negative"))
     if size > MAX_PUT:
-        raise BadRequest(f"files over {MAX_PUT // 2**30} GiB must be sent through an upload session "
-                         "(POST /api/volume/uploads)")
+        raise BadRequest(gettext("files over %(value)s GiB must be sent through an upload session (POST "
+                                 "/api/volume/uploads)") % {"value": MAX_PUT // 2 ** 30})
     check_parents(volume, path)
     check_preconditions(resolve(volume, path), path, if_match=if_match, if_none_match=if_none_match)
     with quotas.Hold() as hold:  # (held while the bytes flow; released if anything fails)

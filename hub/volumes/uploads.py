@@ -17,6 +17,7 @@ from typing import BinaryIO
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from hub.content import blobs
 from hub.content.models import UploadSession
@@ -50,11 +51,11 @@ class UploadStart:
 
 def _check_size(size) -> int:
     if not isinstance(size, int) or isinstance(size, bool):
-        raise BadRequest("'size' must be an integer number of bytes")
+        raise BadRequest(gettext("'size' must be an integer number of bytes"))
     if size < 0:
-        raise BadRequest("'size' cannot be negative")
+        raise BadRequest(gettext("'size' cannot be negative"))
     if size > MAX_SIZE:
-        raise BadRequest(f"'size' {size} is over the largest file a volume holds ({MAX_SIZE // 2**40} TiB)")
+        raise BadRequest(gettext("'size' %(size)s is over the largest file a volume holds (%(value)s TiB)") % {"size": size, "value": MAX_SIZE // 2 ** 40})
     return size
 
 
@@ -62,14 +63,15 @@ def _check_part_size(size: int, part_size) -> int:
     if part_size is None:
         return sessions.part_size_for(size)
     if not isinstance(part_size, int) or isinstance(part_size, bool) or not blobs.MIN_PART <= part_size <= MAX_PART:
-        raise BadRequest(f"'part_size' must be between {blobs.MIN_PART} and {MAX_PART} bytes")
+        raise BadRequest(gettext("'part_size' must be between %(min_part)s and %(max_part)s bytes") % {"min_part": blobs.MIN_PART, "max_part": MAX_PART})
     if -(-size // part_size) > blobs.MAX_PARTS:
-        raise BadRequest(f"'part_size' {part_size} makes more than {blobs.MAX_PARTS} parts; choose a larger one")
+        raise BadRequest(gettext("'part_size' %(part_size)s makes more than %(max_parts)s parts; choose "
+                                 "a larger one") % {"part_size": part_size, "max_parts": blobs.MAX_PARTS})
     return part_size
 
 
 def do_create_upload(volume: Volume, user, path: str, *, size, sha256, part_size=None,
-                     if_match: str | None = None, if_none_match: bool = False) -> UploadStart:
+                     if_match: str | None = None, if_none_match: bool = False, checked: bool = False) -> UploadStart:
     """Starts an upload of `size` bytes hashing to `sha256` for `path`, or resumes the caller's open
     session for the same file. Without `sha256` (the client hashes while its parts upload and gives
     it at completion) every call starts a new session. Checks everything that can fail before
@@ -82,8 +84,11 @@ def do_create_upload(volume: Volume, user, path: str, *, size, sha256, part_size
     services.check_preconditions(services.resolve(volume, path), path, if_match=if_match,
                                  if_none_match=if_none_match)
     target = {"path": path, "if_match": if_match, "if_none_match": if_none_match}
+    # Checked parts only where the store signs such URLs (S3); elsewhere the hub receives the bytes.
+    checked = checked and transfers.store_checks_uploads()
     existing = (UploadSession.objects.filter(user=user, purpose=PURPOSE, state=UploadSession.OPEN, sha256=sha256,
-                                             size=size, target__path=path, expires__gt=timezone.now())
+                                             size=size, target__path=path, expires__gt=timezone.now(),
+                                             checked=checked)
                 .order_by("-created").first()) if sha256 else None
     if existing is not None:
         if existing.target != target:
@@ -99,7 +104,8 @@ def do_create_upload(volume: Volume, user, path: str, *, size, sha256, part_size
                                  ttl=RESERVATION_TTL)
     try:
         session = sessions.open_session(sha256=sha256, size=size, user=user, purpose=PURPOSE, target=target,
-                                        part_size=part_size, reservation=reservation, ttl=SESSION_TTL, resume=False)
+                                        part_size=part_size, reservation=reservation, ttl=SESSION_TTL, resume=False,
+                                        checked=checked)
     except BaseException:
         quotas.release(reservation)
         raise
@@ -120,7 +126,7 @@ def access_upload(user, session_id: str, *, open_only: bool = True) -> UploadSes
             raise CompletionInProgress(settings.HUB_UPLOAD_STALE)
     if session is None or (open_only and (session.state != UploadSession.OPEN
                                           or session.expires < timezone.now())):
-        raise NotFound("this upload session does not exist or has ended; start the upload again")
+        raise NotFound(gettext("this upload session does not exist or has ended; start the upload again"))
     return session
 
 
@@ -128,7 +134,7 @@ def access_upload_by_id(session_id: str) -> UploadSession:
     """An open session by id alone, for requests authorized by a signed part URL."""
     session = UploadSession.objects.filter(pk=session_id, purpose=PURPOSE).first()
     if session is None:
-        raise NotFound("this upload session does not exist or has ended; start the upload again")
+        raise NotFound(gettext("this upload session does not exist or has ended; start the upload again"))
     return access_upload(session.user, session_id)
 
 
@@ -157,6 +163,13 @@ def part_urls(session: UploadSession, numbers: list[int], link: Callable[[int, s
     return sessions.part_urls(session, numbers, lifetime=PART_URL_SECONDS, link=link)
 
 
+def checked_part_urls(session: UploadSession, hashes: dict[int, str]) -> dict[int, str]:
+    """URLs for parts of a checked session, each signed with its part's sha256."""
+    urls = sessions.checked_part_urls(session, hashes, lifetime=PART_URL_SECONDS)
+    touch(session)
+    return urls
+
+
 def do_upload_part(session: UploadSession, number: int, stream: BinaryIO, length: int) -> str:
     """Local backend: stores one part the client sends through the hub. Returns its ETag."""
     etag = sessions.store_part(session, number, stream, length)
@@ -174,7 +187,7 @@ def do_complete(volume: Volume, session: UploadSession, sha256: str | None = Non
     if sha256 is not None and session.state != UploadSession.DONE:
         blobs.check_sha256(sha256)
         if session.sha256 and sha256 != session.sha256:
-            raise BadRequest(f"this upload was started for sha256 {session.sha256}, not {sha256}")
+            raise BadRequest(gettext("this upload was started for sha256 %(sha256)s, not %(sha2562)s") % {"sha256": session.sha256, "sha2562": sha256})
         if not session.sha256:
             UploadSession.objects.filter(pk=session.pk, sha256="", state=UploadSession.OPEN).update(sha256=sha256)
             session.sha256 = sha256
@@ -187,13 +200,13 @@ def do_complete(volume: Volume, session: UploadSession, sha256: str | None = Non
         if UploadSession.objects.filter(pk=session.pk, state=UploadSession.ABORTED).exists():
             quotas.release(reservation)
         if isinstance(err, ObjectMissingError):  # a concurrent completion or abort got there first
-            raise NotFound("this upload session has ended; start the upload again") from None
+            raise NotFound(gettext("this upload session has ended; start the upload again")) from None
         raise
     if again:  # (a retry after a lost answer: the file it wrote, unless it changed since)
         entry = services.resolve(volume, path)
         if blob is not None and entry is not None and entry.blob_id == blob.sha256:
             return entry
-        raise NotFound("this upload session has ended; start the upload again")
+        raise NotFound(gettext("this upload session has ended; start the upload again"))
     try:
         entry, _ = services.do_install(volume, path, blob, reservation=reservation,
                                        if_match=session.target.get("if_match"),
@@ -206,7 +219,7 @@ def do_complete(volume: Volume, session: UploadSession, sha256: str | None = Non
 
 def do_abort(session: UploadSession) -> None:
     if not sessions.abort_session(session):
-        raise NotFound("this upload session has already ended")
+        raise NotFound(gettext("this upload session has already ended"))
 
 
 def expire_sessions(limit: int = 1000) -> int:

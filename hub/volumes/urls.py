@@ -14,5 +14,6 @@ urlpatterns = [
     re_path(r"^uploads$", api.UploadsView.as_view(), name="volume-uploads"),
     re_path(UPLOAD + r"$", api.UploadView.as_view(), name="volume-upload"),
     re_path(UPLOAD + r"/complete$", api.UploadCompleteView.as_view(), name="volume-upload-complete"),
+    re_path(UPLOAD + r"/parts$", api.UploadCheckedPartsView.as_view(), name="volume-upload-checked-parts"),
     re_path(UPLOAD + r"/parts/(?P<number>[0-9]{1,5})$", api.UploadPartView.as_view(), name="volume-upload-part"),
 ]

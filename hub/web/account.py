@@ -13,6 +13,8 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, pgettext
 from django.views.decorators.http import require_GET, require_POST
 
 from hub.accounts import services as accounts
@@ -41,7 +43,7 @@ class LoginView(auth_views.LoginView):
     def form_invalid(self, form) -> HttpResponse:
         if limit_failures(self.request):
             return error_page(self.request, TooManyRequests(
-                "too many failed sign-ins from your address; wait a minute and try again"))
+                _("too many failed sign-ins from your address; wait a minute and try again")))
         return super().form_invalid(form)
 
 
@@ -82,13 +84,13 @@ def _typed_path(text: str) -> str:
     """A path typed into a form, from the volume root (surrounding blanks and slashes dropped)."""
     path = (text or "").strip().strip("/")
     if not path:
-        raise BadRequest("Give a name")
+        raise BadRequest(_("Give a name"))
     try:
         return volumes.check_volume_path(path)
     except InvalidPath:
         if any(part in ("", ".", "..") for part in path.split("/")):
-            raise InvalidPath("Names cannot be empty, “.” or “..”: give a path inside your volume, "
-                              "like runs/ckpt.bin") from None
+            raise InvalidPath(_("Names cannot be empty, “.” or “..”: give a path inside your volume, "
+                                "like runs/ckpt.bin")) from None
         raise
 
 
@@ -133,21 +135,21 @@ def volume_upload(request: HttpRequest) -> HttpResponse:
     directory = _dir(request)
     upload = request.FILES.get("file")
     if upload is None:
-        raise BadRequest("Choose a file to upload")
+        raise BadRequest(_("Choose a file to upload"))
     path = _join(directory, request.POST.get("name") or upload.name)
     replace = bool(request.POST.get("replace"))
     try:
-        _, created = volumes.do_write(vol, path, upload, upload.size, user=request.user, if_none_match=not replace)
+        _file, created = volumes.do_write(vol, path, upload, upload.size, user=request.user, if_none_match=not replace)
     except (PreconditionFailed, volumes.IsADirectory):
         if volumes.resolve(vol, path).is_dir:
-            raise Conflict(f"“{path}” is a folder: upload the file under another name") from None
-        raise Conflict(f"“{path}” already exists: tick “Replace a file of the same name” to overwrite it, "
-                       "or rename or delete it first") from None
+            raise Conflict(_("“%(path)s” is a folder: upload the file under another name") % {"path": path}) from None
+        raise Conflict(_("“%(path)s” already exists: tick “Replace a file of the same name” to overwrite it, "
+                         "or rename or delete it first") % {"path": path}) from None
     if created:
-        messages.success(request, f"Uploaded {path} ({format_size(upload.size)}).")
+        messages.success(request, _("Uploaded %(path)s (%(size)s).") % {"path": path, "size": format_size(upload.size)})
     else:
-        messages.success(request, f"Replaced {path} with the uploaded file ({format_size(upload.size)}); "
-                                  "the previous version is gone.")
+        messages.success(request, _("Replaced %(path)s with the uploaded file (%(size)s); the previous version is "
+                                    "gone.") % {"path": path, "size": format_size(upload.size)})
     return redirect(_volume_url(directory))
 
 
@@ -159,13 +161,13 @@ def volume_mkdir(request: HttpRequest) -> HttpResponse:
     directory = _dir(request)
     path = _join(directory, request.POST.get("name", ""))
     try:
-        _, created = volumes.do_mkdir(vol, path, parents=True)
+        _folder, created = volumes.do_mkdir(vol, path, parents=True)
     except volumes.FileExists:
-        raise Conflict(f"“{path}” is a file: pick another name for the folder") from None
+        raise Conflict(_("“%(path)s” is a file: pick another name for the folder") % {"path": path}) from None
     if created:
-        messages.success(request, f"Created the folder {path}.")
+        messages.success(request, _("Created the folder %(path)s.") % {"path": path})
     else:
-        messages.info(request, f"The folder {path} was already there; nothing changed.")
+        messages.info(request, _("The folder %(path)s was already there; nothing changed.") % {"path": path})
     return redirect(_volume_url(directory))
 
 
@@ -179,8 +181,8 @@ def volume_rename(request: HttpRequest) -> HttpResponse:
     try:
         volumes.do_move(vol, src, dst, parents=True)
     except volumes.FileExists:
-        raise Conflict(f"“{dst}” already exists: pick another name or delete it first") from None
-    messages.success(request, f"Renamed {src} to {dst}.")
+        raise Conflict(_("“%(path)s” already exists: pick another name or delete it first") % {"path": dst}) from None
+    messages.success(request, _("Renamed %(src)s to %(dst)s.") % {"src": src, "dst": dst})
     return redirect(_volume_url(_parent(dst)))
 
 
@@ -191,7 +193,8 @@ def volume_delete(request: HttpRequest) -> HttpResponse:
     vol = volumes.volume_of(request.user)
     path = volumes.check_volume_path(request.POST.get("target"))
     freed = volumes.do_delete(vol, path, recursive=True)
-    messages.success(request, f"Deleted {path}" + (f"; {format_size(freed)} freed." if freed else "."))
+    messages.success(request, _("Deleted %(path)s; %(size)s freed.") % {"path": path, "size": format_size(freed)} if freed
+                     else _("Deleted %(path)s.") % {"path": path})
     return redirect(_volume_url(_parent(path)))
 
 
@@ -203,15 +206,15 @@ def _back_to_tokens(request: HttpRequest, *args, **kwargs) -> str:
 
 # The tokens page's expiry choices, spelled as `manage.py hub_token --expires` takes them. The form
 # starts at 30 days: a token pasted into a notebook and forgotten stops working on its own.
-TOKEN_LIFETIMES = [("never", "No expiry"), ("7d", "7 days"), ("30d", "30 days"), ("90d", "90 days"),
-                   ("365d", "1 year")]
+TOKEN_LIFETIMES = [("never", gettext_lazy("No expiry")), ("7d", gettext_lazy("7 days")), ("30d", gettext_lazy("30 days")),
+                   ("90d", gettext_lazy("90 days")), ("365d", gettext_lazy("1 year"))]
 DEFAULT_LIFETIME = "30d"
 
 
 def _lifetime(request: HttpRequest) -> timedelta | None:
     value = request.POST.get("expires", DEFAULT_LIFETIME)
     if value not in dict(TOKEN_LIFETIMES):
-        raise BadRequest("Choose when the token expires from the list")
+        raise BadRequest(_("Choose when the token expires from the list"))
     return None if value == "never" else parse_duration(value)
 
 
@@ -238,7 +241,8 @@ def tokens(request: HttpRequest) -> HttpResponse:
 def revoke_token(request: HttpRequest, token_id: str) -> HttpResponse:
     row = accounts.access_token(request.user, token_id)
     accounts.revoke_token(row)
-    messages.success(request, f"Revoked the token {row.name} ({row.prefix}…). It no longer works.")
+    messages.success(request, _("Revoked the token %(name)s (%(prefix)s…). It no longer works.")
+                     % {"name": row.name, "prefix": row.prefix})
     return redirect("/settings/tokens")
 
 
@@ -259,6 +263,11 @@ def _mount(request: HttpRequest) -> instances.MountRequest:
                                   path=(request.POST.get("mount_path") or "").strip())
 
 
+def _type_word(repo_type: str) -> str:
+    """"dataset" or "model" as the form's list shows it."""
+    return pgettext("repo type", "dataset") if repo_type == Repo.DATASET else pgettext("repo type", "model")
+
+
 @contextmanager
 def _repo_named(actor, mount: instances.MountRequest) -> Iterator[None]:
     """A repo the form names but the actor cannot see, said for the form: the repo may be of the other
@@ -269,9 +278,9 @@ def _repo_named(actor, mount: instances.MountRequest) -> Iterator[None]:
         other = (repos.other_type_seen(actor, mount.type, *mount.repo_id.split("/"))
                  if mount.repo_id.count("/") == 1 else None)
         if other is not None:
-            raise RepoNotFound(f"“{mount.repo_id}” is a {other.type}, not a {mount.type}: choose “{other.type}” in "
-                               "the list") from None
-        raise RepoNotFound(f"No dataset or model {mount.repo_id}, or you cannot see it") from None
+            raise RepoNotFound(_("“%(repo)s” is a %(type)s, not a %(wanted)s: choose “%(type)s” in the list")
+                               % {"repo": mount.repo_id, "type": _type_word(other.type), "wanted": _type_word(mount.type)}) from None
+        raise RepoNotFound(_("No dataset or model %(repo)s, or you cannot see it") % {"repo": mount.repo_id}) from None
 
 
 @login_required
@@ -300,7 +309,7 @@ def instance_attach(request: HttpRequest, instance_id: str) -> HttpResponse:
     mount = _mount(request)
     with _repo_named(actor, mount):
         attached = instances.do_attach(actor, instance, mount)
-    messages.success(request, f"Attached {attached.repo.repo_id} to {instance.name}.")
+    messages.success(request, _("Attached %(repo)s to %(instance)s.") % {"repo": attached.repo.repo_id, "instance": instance.name})
     return redirect("/settings/instances")
 
 
@@ -311,7 +320,7 @@ def instance_detach(request: HttpRequest, instance_id: str, mount_id: int) -> Ht
     actor = actor_of(request)
     instance = instances.access_instance(actor, instance_id)
     instances.do_detach(actor, instance, mount_id)
-    messages.success(request, f"Detached it from {instance.name}.")
+    messages.success(request, _("Detached it from %(instance)s.") % {"instance": instance.name})
     return redirect("/settings/instances")
 
 
@@ -322,5 +331,5 @@ def instance_revoke(request: HttpRequest, instance_id: str) -> HttpResponse:
     actor = actor_of(request)
     instance = instances.access_instance(actor, instance_id)
     instances.do_revoke(actor, instance)
-    messages.success(request, f"Revoked {instance.name}: its token no longer works.")
+    messages.success(request, _("Revoked %(instance)s: its token no longer works.") % {"instance": instance.name})
     return redirect("/settings/instances")

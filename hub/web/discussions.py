@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from hub.catalog import services as catalog
@@ -21,8 +23,9 @@ from hub.web.pages import actor_of, form_action, page
 from hub.web.views import _context, _repo
 
 PAGE = 30
-STATUSES = [("open", "Open"), ("closed", "Closed"), ("all", "All")]
-KINDS = [("all", "All"), ("pull_request", "Pull requests"), ("discussion", "Discussions")]
+STATUSES = [("open", gettext_lazy("Open")), ("closed", gettext_lazy("Closed")), ("all", gettext_lazy("All"))]
+KINDS = [("all", gettext_lazy("All")), ("pull_request", gettext_lazy("Pull requests")),
+         ("discussion", gettext_lazy("Discussions"))]
 
 
 def _web(repo: Repo) -> str:
@@ -71,7 +74,7 @@ def open_discussion(request: HttpRequest, prefix: str, ns: str, name: str) -> Ht
         return redirect(f"/accounts/login?next={_list_url(request, prefix, ns, name)}")
     d = discussions.check_open(actor_of(request), repo, title=request.POST.get("title"),
                                description=request.POST.get("description"))
-    messages.success(request, f"Discussion #{d.num} is open.")
+    messages.success(request, _("Discussion #%(num)s is open.") % {"num": d.num})
     return redirect(f"{_web(repo)}/discussions/{d.num}")
 
 
@@ -145,7 +148,8 @@ def status(request: HttpRequest, prefix: str, ns: str, name: str, num: str) -> H
         return login
     new = request.POST.get("status")
     discussions.check_change_status(actor_of(request), d, new, request.POST.get("comment"))
-    messages.success(request, f"#{d.num} is {'closed' if new == Discussion.CLOSED else 'open'}.")
+    messages.success(request, (_("#%(num)s is closed.") if new == Discussion.CLOSED else _("#%(num)s is open."))
+                     % {"num": d.num})
     return redirect(f"{_web(repo)}/discussions/{d.num}")
 
 
@@ -157,6 +161,6 @@ def merge(request: HttpRequest, prefix: str, ns: str, name: str, num: str) -> Ht
     if (login := _signed_in(request, prefix, ns, name, num)) is not None:
         return login
     pulls.check_merge(actor_of(request), d, request.POST.get("comment"))
-    messages.success(request, f"Pull request #{d.num} is merged into {d.target_branch} "
-                              f"(commit {d.merge_oid[:10]}).")
+    messages.success(request, _("Pull request #%(num)s is merged into %(branch)s (commit %(oid)s).")
+                     % {"num": d.num, "branch": d.target_branch, "oid": d.merge_oid[:10]})
     return redirect(f"{_web(repo)}/discussions/{d.num}")

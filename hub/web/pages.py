@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from functools import wraps
 
@@ -10,23 +11,25 @@ from django.contrib import messages
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import get_language
+from django.utils.translation import gettext_lazy as _
 
 from hub.accounts.actor import Actor
 from hub.catalog.services import facet_version
 from hub.errors import HubError, RepoMoved
 
 TITLES = {
-    400: "That request did not work",
-    401: "Please sign in",
-    403: "Not allowed",
-    404: "Not found",
-    409: "That clashes with something already there",
-    412: "That changed in the meantime",
-    413: "Over your storage quota",
-    429: "Slow down",
-    416: "Range not satisfiable",
-    503: "Storage is unavailable",
-    507: "Storage is full",
+    400: _("That request did not work"),
+    401: _("Please sign in"),
+    403: _("Not allowed"),
+    404: _("Not found"),
+    409: _("That clashes with something already there"),
+    412: _("That changed in the meantime"),
+    413: _("Over your storage quota"),
+    429: _("Slow down"),
+    416: _("Range not satisfiable"),
+    503: _("Storage is unavailable"),
+    507: _("Storage is full"),
 }
 
 
@@ -40,7 +43,7 @@ def actor_of(request: HttpRequest) -> Actor:
 
 def error_page(request: HttpRequest, err: HubError) -> HttpResponse:
     """The error as a page with the right status. Over quota, it shows the account's figures."""
-    context = {"status": err.status, "title": TITLES.get(err.status, "Something went wrong"),
+    context = {"status": err.status, "title": TITLES.get(err.status, _("Something went wrong")),
                "message": err.message, "code": err.code}
     if err.status == 413 and request.user.is_authenticated:
         from hub.quotas import services as quotas
@@ -72,11 +75,17 @@ def page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     return wrapper
 
 
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
 def sentence(text: str) -> str:
-    """An error message as a sentence on a page: with a full stop. Its first letter stays as it is,
-    as a message may begin with a path or a name, whose case matters."""
+    """An error message as a sentence on a page: with a full stop (a Chinese one for a message in
+    Chinese on a Chinese page; the services' messages are the API's, in English). Its first letter stays as it is, as a message may begin with a path or a name, whose
+    case matters."""
     text = text.strip()
-    return text + ("" if not text or text.endswith((".", "!", "?")) else ".")
+    if not text or text.endswith((".", "!", "?", "。", "！", "？")):
+        return text
+    return text + ("。" if get_language() == "zh-hans" and _CJK.search(text) else ".")
 
 
 FORM_KEPT = "form_kept"
@@ -139,7 +148,8 @@ def anonymous_cache(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
         if (not seconds or request.method != "GET" or request.user.is_authenticated
                 or settings.SESSION_COOKIE_NAME in request.COOKIES or "messages" in request.COOKIES):
             return view(request, *args, **kwargs)
-        page_id = f"{facet_version()}:{request.get_host()}{request.get_full_path()}"
+        # The language is part of the page: one kept in English is never served to a Chinese reader.
+        page_id = f"{facet_version()}:{get_language()}:{request.get_host()}{request.get_full_path()}"
         key = "web:page:" + hashlib.sha1(page_id.encode()).hexdigest()
         body = cache.get(key)
         if body is not None:

@@ -7,7 +7,7 @@ from django.templatetags.static import static
 from django.urls import path, re_path
 from django.views.generic import RedirectView
 
-from hub.web import account, discussions, views
+from hub.web import account, discussions, language, views
 
 REPO = r"^(?P<prefix>datasets/|)(?P<ns>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
 REV = r"(?P<rev>[^/]+)"
@@ -23,6 +23,7 @@ urlpatterns = [
     path("accounts/login", account.LoginView.as_view(), name="login"),
     path("accounts/logout", auth_views.LogoutView.as_view(), name="logout"),
     path("settings", account.overview, name="account"),
+    path("settings/language", language.set_language, name="set_language"),
     path("settings/volume", account.volume, name="volume"),
     path("settings/volume/file", account.volume_file),
     path("settings/volume/upload", account.volume_upload),
@@ -44,6 +45,7 @@ urlpatterns = [
     re_path(REPO + r"/refs$", views.refs),
     re_path(REPO + r"/access$", views.accept_gate),
     re_path(REPO + r"/like$", views.like),
+    re_path(REPO + r"/pin$", views.pin),
     re_path(REPO + r"/access-requests$", views.access_requests),
     re_path(REPO + r"/access-requests/handle$", views.handle_access_request),
     re_path(REPO + r"/access-requests/grant$", views.grant_access),

@@ -7,16 +7,19 @@ from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from hub.catalog import services as catalog
 from hub.content.signing import base_url
 from hub.discussions import services as discussions
-from hub.errors import HubError
+from hub.errors import HubError, RepoNotFound, UpstreamUnavailable
+from hub.mirrors import ondemand
 from hub.mirrors import services as mirrors
 from hub.repos import gating, likes
 from hub.repos import services as repos
 from hub.repos.models import AccessRequest, Repo
+from hub.web import viewer as dataset_viewer
 from hub.web.pages import actor_of, anonymous_cache, form_action, page, user_of
 
 KINDS = {"datasets": Repo.DATASET, "models": Repo.MODEL}
@@ -45,7 +48,7 @@ def repo_list(request: HttpRequest, kind: str) -> HttpResponse:
         "elsewhere": elsewhere,
         "kind": kind, "nav": kind, "query": query, "page": found,
         "page_range": found.paginator.get_elided_page_range(found.number, on_each_side=2, on_ends=1),
-        "facets": catalog.facet_options(repo_type), "sorts": [(k, v[0]) for k, v in catalog.SORTS.items()],
+        "facets": catalog.facet_options(repo_type), "sorts": catalog.sort_choices(query),
         "buckets": [(b[0], b[1]) for b in catalog.SIZE_BUCKETS], "params": request.GET,
     })
 
@@ -95,14 +98,19 @@ def _manages_requests(request: HttpRequest, repo: Repo) -> bool:
 @require_GET
 def repo_page(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
     repo = _repo(request, prefix, ns, name)
-    commit = repos.resolve_revision(repo, None)
+    try:
+        commit = repos.resolve_revision(repo, None)
+    except (UpstreamUnavailable, RepoNotFound):  # a catalog entry's upstream failed its first pin: say so
+        commit = repos.resolve_revision(repo, None, fetch=False)
     card = catalog.card(commit, catalog.web_path(repo.type, repo.repo_id))
     ctx = _context(request, repo, "card", commit=commit, card=card)
+    ctx["ondemand"] = ondemand.status(repo)
     ctx["facts"] = catalog.card_facts(repo, ctx["entry"], card.meta if card else {})
     ctx["snippets"] = catalog.snippets(repo, base_url(request), catalog.example_file(commit), ctx["entry"])
     ctx["mirror_jobs"] = [mirrors.job_progress(j) for j in mirrors.recent_jobs(repo, 1)]
     if request.user.is_authenticated and _manages_requests(request, repo):
         ctx["pending_requests"] = gating.count_pending(repo)
+    ctx["viewer"] = dataset_viewer.context(request, repo, commit) if ctx["gate_open"] else None
     return render(request, "web/repo.html", ctx)
 
 
@@ -142,6 +150,7 @@ def blob(request: HttpRequest, prefix: str, ns: str, name: str, rev: str, path: 
     ctx = _context(request, repo, "files", commit=commit, rev=rev, path=path, file=entry, crumbs=crumbs,
                    download=f"{web}/resolve/{rev}/{path}")
     ctx["text"] = catalog.preview(path, entry) if ctx["gate_open"] else None
+    ctx["viewer"] = dataset_viewer.context(request, repo, commit, path) if ctx["gate_open"] else None
     return render(request, "web/blob.html", ctx)
 
 
@@ -184,10 +193,23 @@ def accept_gate(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpRe
         return redirect(f"/accounts/login?next={request.path.removesuffix('/access')}")
     made = gating.do_request_access(actor_of(request), repo)
     if made is not None and made.status == AccessRequest.PENDING:
-        messages.success(request, f"You asked for access to {repo.repo_id}: its authors review each request, "
-                                  "and its files open to you once one of them accepts yours.")
+        messages.success(request, _("You asked for access to %(repo)s: its authors review each request, and its "
+                                    "files open to you once one of them accepts yours.") % {"repo": repo.repo_id})
     elif made is None or made.status == AccessRequest.ACCEPTED:
-        messages.success(request, f"You accepted the conditions of {repo.repo_id}: its files are yours to download.")
+        messages.success(request, _("You accepted the conditions of %(repo)s: its files are yours to download.")
+                         % {"repo": repo.repo_id})
+    return redirect(catalog.web_path(repo.type, repo.repo_id))
+
+
+@login_required
+@require_POST
+@page
+def pin(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
+    """An operator pins an entry served on demand: all of it is fetched now and never evicted."""
+    repo = _repo(request, prefix, ns, name)
+    job = ondemand.check_pin(actor_of(request), repo)
+    messages.success(request, _("%(repo)s is pinned: mirror job #%(job)s fetches all of it now, and its files are "
+                                "never evicted.") % {"repo": repo.repo_id, "job": job.pk})
     return redirect(catalog.web_path(repo.type, repo.repo_id))
 
 
@@ -228,10 +250,10 @@ def handle_access_request(request: HttpRequest, prefix: str, ns: str, name: str)
     reason = (request.POST.get("reason") or "").strip() if status == AccessRequest.REJECTED else None
     done = gating.do_handle_request(actor_of(request), repo, status, user=request.POST.get("user") or "",
                                     rejection_reason=reason)
-    said = {AccessRequest.ACCEPTED: "Accepted the request of {}: they can download the files.",
-            AccessRequest.REJECTED: "Rejected the request of {}.",
-            AccessRequest.PENDING: "Moved the request of {} back to pending: they cannot download the files."}
-    messages.success(request, said[done.status].format(done.user.username))
+    said = {AccessRequest.ACCEPTED: _("Accepted the request of %(user)s: they can download the files."),
+            AccessRequest.REJECTED: _("Rejected the request of %(user)s."),
+            AccessRequest.PENDING: _("Moved the request of %(user)s back to pending: they cannot download the files.")}
+    messages.success(request, said[done.status] % {"user": done.user.username})
     return redirect(_requests_page(request, prefix, ns, name))
 
 
@@ -241,7 +263,7 @@ def handle_access_request(request: HttpRequest, prefix: str, ns: str, name: str)
 def grant_access(request: HttpRequest, prefix: str, ns: str, name: str) -> HttpResponse:
     repo = _repo(request, prefix, ns, name)
     done = gating.do_grant_access(actor_of(request), repo, (request.POST.get("user") or "").strip())
-    messages.success(request, f"Granted {done.user.username} access to {repo.repo_id}.")
+    messages.success(request, _("Granted %(user)s access to %(repo)s.") % {"user": done.user.username, "repo": repo.repo_id})
     return redirect(_requests_page(request, prefix, ns, name))
 
 

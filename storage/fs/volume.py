@@ -27,7 +27,7 @@ from urllib.parse import quote
 import urllib3
 
 from storage.client import COMPLETE_RETRY, HubClient, HubClientError, IntegrityError, config_dir
-from storage.transfer.engine import CHUNK, Context, RemoteFile, Stats, _put
+from storage.transfer.engine import CHUNK, Context, RemoteFile, Stats, _hash_file, _put
 from storage.transfer.progress import Progress
 from storage.transfer.ratelimit import RateLimiter
 
@@ -148,7 +148,7 @@ def upload(client: HubClient, local: str | Path, path: str, *, sha256: str | Non
         ctx.progress.update(size)
         ctx.stats.add(bytes_up=size, files_up=1)
         return json.loads(resp.data)
-    create = {"path": path, "size": size, "sha256": sha256, "if_none_match": if_none_match}
+    create = {"path": path, "size": size, "sha256": sha256, "if_none_match": if_none_match, "checked": True}
     journal = None if sha256 else _journal(client, local, path, if_none_match)
     session = _resume(client, journal, size) if journal else None
     if session is None:
@@ -170,6 +170,13 @@ def upload(client: HubClient, local: str | Path, path: str, *, sha256: str | Non
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="hub-volume-up") as pool:
             futures = []
+            if session.get("checked"):  # each part's URL comes signed with the part's sha256
+                received = set(session.get("received") or [])
+                for n in range(1, session["part_count"] + 1):
+                    if n not in received:
+                        start = (n - 1) * part_size
+                        futures.append(pool.submit(_checked_part, ctx, session["id"], n, local, start,
+                                                   min(part_size, size - start)))
             for key, url in sorted(session["parts"].items(), key=lambda kv: int(kv[0])):
                 start = (int(key) - 1) * part_size
                 futures.append(pool.submit(_put, ctx, url, local, start, min(part_size, size - start)))
@@ -196,6 +203,14 @@ def upload(client: HubClient, local: str | Path, path: str, *, sha256: str | Non
         journal.unlink(missing_ok=True)
     ctx.stats.add(files_up=1)
     return json.loads(resp.data)["entry"]
+
+
+def _checked_part(ctx: Context, upload_id: str, n: int, local: Path, start: int, length: int) -> str:
+    """Hashes part n, asks for its URL signed with that hash and sends it (the store checks it)."""
+    ctx.check()
+    sha = _hash_file(local, length, start=start).hexdigest()
+    url = ctx.client.json("POST", f"api/volume/uploads/{upload_id}/parts", data={"parts": {str(n): sha}})["parts"][str(n)]
+    return _put(ctx, url, local, start, length, {"x-amz-content-sha256": sha})
 
 
 def install_by_hash(client: HubClient, path: str, size: int, sha256: str, *, if_none_match: bool = False

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import urllib3
 
-from storage.client import RETRYABLE_ERRORS, HubClient, IntegrityError, TransportError
-from storage.mount.blocks import BLOCK, BufferPool, MiB, StreamingBlob, _pwrite_all
+from storage.client import RETRYABLE_ERRORS, HubClient, IntegrityError, TransportError, body_chunks
+from storage.mount.blocks import BLOCK, BufferPool, StreamingBlob, _pwrite_all
 from storage.mount.common import MOUNT_RETRY
 from storage.transfer.blobcache import BlobCache
 
@@ -152,9 +152,9 @@ class Fetcher:
                 resp = self._open(src, pos, end)
                 try:
                     if resp.status == 200 and pos:  # a server that ignored the range
-                        for _skipped in _chunks(resp, pos):
+                        for _skipped in body_chunks(resp, pos):
                             pass
-                    for chunk in _chunks(resp, end - pos):
+                    for chunk in body_chunks(resp, end - pos):
                         sink(pos, chunk)
                         pos += len(chunk)
                         failures = 0
@@ -358,24 +358,3 @@ class Fetcher:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-_buffers = threading.local()
-
-
-def _chunks(resp: urllib3.BaseHTTPResponse, n: int):
-    """Up to n bytes of the body as memoryviews of one reused buffer of this thread (each valid
-    until the next is asked for): socket reads straight into it, no allocation per MiB."""
-    fp = getattr(resp, "_fp", None)
-    if fp is None or not hasattr(fp, "readinto") or resp.headers.get("Content-Encoding"):
-        while n > 0 and (chunk := resp.read(min(MiB, n))):
-            n -= len(chunk)
-            yield chunk
-        return
-    buf = getattr(_buffers, "buf", None)
-    if buf is None:
-        buf = _buffers.buf = memoryview(bytearray(MiB))
-    while n > 0:
-        got = fp.readinto(buf[:min(MiB, n)])
-        if not got:
-            return
-        n -= got
-        yield buf[:got]

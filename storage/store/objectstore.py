@@ -80,6 +80,19 @@ class ObjectStore(ABC):
             urls.append(url)
         return urls
 
+    def presign_put_checked(self, items: list[tuple[str, str]], *, expires: int) -> list[str] | None:
+        """PUT URLs for (key, sha256) items that the store itself checks: a request must carry
+        `x-amz-content-sha256: <sha256>` (signed into the URL) and a body that hashes to it, else
+        nothing is stored. None where the store cannot (the local directory; the hub receives those
+        bytes itself and hashes them)."""
+        return None
+
+    def presign_parts_checked(self, key: str, upload_id: str, parts: list[tuple[int, str]], *,
+                              expires: int) -> list[str] | None:
+        """Part URLs of a multipart upload, one per (part number, sha256), each checked by the store
+        as presign_put_checked's are. None where the store cannot."""
+        return None
+
     @abstractmethod
     def create_multipart(self, key: str) -> str: ...
 
@@ -454,17 +467,33 @@ class S3Store(ObjectStore):
         return self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires)
 
     def presign_get_many(self, keys: list[str], *, expires: int) -> list[str] | None:
-        from storage.store.sigv4 import presign_get_urls
+        urls = self._presign("GET", [(k, None) for k in keys], expires)
+        return super().presign_get_many(keys, expires=expires) if urls is None else urls
+
+    def presign_put_checked(self, items: list[tuple[str, str]], *, expires: int) -> list[str] | None:
+        return self._presign("PUT", items, expires)
+
+    def presign_parts_checked(self, key: str, upload_id: str, parts: list[tuple[int, str]], *,
+                              expires: int) -> list[str] | None:
+        return self._presign("PUT", [(key, sha) for _n, sha in parts], expires,
+                             [{"partNumber": str(n), "uploadId": upload_id} for n, _sha in parts])
+
+    def _presign(self, method: str, items: list[tuple[str, str | None]], expires: int,
+                 params: list[dict[str, str]] | None = None) -> list[str] | None:
+        """storage.store.sigv4's URLs, or None where it cannot sign (virtual-hosted addressing,
+        botocore's credentials moved)."""
+        from storage.store.sigv4 import presign_urls
 
         try:
             if self.client.meta.config.s3.get("addressing_style") != "path":
                 raise ValueError("virtual-hosted addressing")
             creds = self.client._request_signer._credentials.get_frozen_credentials()
-        except (AttributeError, ValueError):  # botocore internals moved, or no fast path: sign one by one
-            return super().presign_get_many(keys, expires=expires)
-        return presign_get_urls(self.client.meta.endpoint_url, self.bucket, [self._key(k) for k in keys],
-                                access_key=creds.access_key, secret_key=creds.secret_key,
-                                region=self.client.meta.region_name, expires=expires, session_token=creds.token)
+        except (AttributeError, ValueError):
+            return None
+        return presign_urls(method, self.client.meta.endpoint_url, self.bucket,
+                            [(self._key(k), sha) for k, sha in items], access_key=creds.access_key,
+                            secret_key=creds.secret_key, region=self.client.meta.region_name, expires=expires,
+                            session_token=creds.token, params=params)
 
     def create_multipart(self, key: str) -> str:
         return self._call(self.client.create_multipart_upload, Bucket=self.bucket, Key=self._key(key))["UploadId"]

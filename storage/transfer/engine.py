@@ -133,15 +133,27 @@ class Job:
         pass
 
 
+QUICK_SIZE = 1 << 20  # a job of one request for at most this many bytes waits on latency, not bandwidth
+QUICK_FACTOR = 4  # ...so such jobs get this many times the workers, in a lane of their own
+
+
 class Scheduler:
     """A fixed pool of worker threads. Submitting blocks while `workers * 4` tasks wait, so a
     listing of millions of files never turns into millions of queued futures. After the first
-    failure nothing new is started; `close()` waits for what runs and raises that failure."""
+    failure nothing new is started; `close()` waits for what runs and raises that failure.
+
+    Jobs that are one small request (`job.quick`: a small file's GET or PUT) run in a lane of
+    `workers * QUICK_FACTOR` threads of their own: their time is the store's latency (on Ceph RGW
+    ~40 ms a small object, its reply meeting the client's delayed ACK), which more requests in
+    flight hide, while big transfers keep `workers` streams."""
 
     def __init__(self, ctx: Context, workers: int) -> None:
         self.ctx = ctx
-        self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="hub-transfer")
-        self.slots = threading.BoundedSemaphore(max(1, workers) * 4)
+        self.workers = max(1, workers)
+        self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="hub-transfer")
+        self.slots = threading.BoundedSemaphore(self.workers * 4)
+        self.quick_pool: ThreadPoolExecutor | None = None
+        self.quick_slots = threading.BoundedSemaphore(self.workers * QUICK_FACTOR * 2)
         self.errors: list[tuple[Job, BaseException]] = []
         self.lock = threading.Lock()
 
@@ -157,12 +169,17 @@ class Scheduler:
         if not tasks:
             self._finish(job)
             return
+        quick = len(tasks) == 1 and getattr(job, "quick", False)
+        slots = self.quick_slots if quick else self.slots
+        if quick and self.quick_pool is None:
+            self.quick_pool = ThreadPoolExecutor(max_workers=self.workers * QUICK_FACTOR,
+                                                 thread_name_prefix="hub-quick")
         for task in tasks:
-            while not self.slots.acquire(timeout=0.5):
+            while not slots.acquire(timeout=0.5):
                 self.ctx.check()
-            self.pool.submit(self._run, job, task)
+            (self.quick_pool if quick else self.pool).submit(self._run, job, task, slots)
 
-    def _run(self, job: Job, task: Callable[[], None]) -> None:
+    def _run(self, job: Job, task: Callable[[], None], slots: threading.BoundedSemaphore) -> None:
         try:
             if job.error is None and not self.ctx.cancelled.is_set():
                 task()
@@ -170,7 +187,7 @@ class Scheduler:
             with job.lock:
                 job.error = job.error or err
         finally:
-            self.slots.release()
+            slots.release()
             with job.lock:
                 job.pending -= 1
                 last = job.pending == 0
@@ -194,11 +211,15 @@ class Scheduler:
     def abort(self) -> None:
         """Cancels what has not started and stops running tasks at their next chunk."""
         self.ctx.cancelled.set()
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        for pool in (self.pool, self.quick_pool):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
 
     def close(self) -> None:
         """Waits for every task; raises the first failure (a cancellation only if nothing else)."""
         self.pool.shutdown(wait=True)
+        if self.quick_pool is not None:
+            self.quick_pool.shutdown(wait=True)
         if self.errors:
             errors = [e for _, e in self.errors if not isinstance(e, Cancelled)] or [self.errors[0][1]]
             raise errors[0]
@@ -239,7 +260,8 @@ def _stream_range(ctx: Context, rf: RemoteFile, start: int, end: int, sink: Call
             try:
                 # Never ask for more than is left: http.client allocates (and the kernel zeroes) a
                 # buffer of the size asked for, which for thousands of small files costs more than
-                # their bytes.
+                # their bytes. (Reading into one reused buffer instead, as the mount does, measured
+                # slower here: 3.5 s against 2.3 s for a GiB.)
                 while pos < end and (chunk := resp.read(min(CHUNK, end - pos))):
                     ctx.check()
                     sink(pos, chunk)
@@ -264,9 +286,10 @@ def _stream_range(ctx: Context, rf: RemoteFile, start: int, end: int, sink: Call
             time.sleep(RETRY.delay(failures - 1))
 
 
-def _hash_file(path: Path, upto: int | None = None, h=None):
+def _hash_file(path: Path, upto: int | None = None, h=None, start: int = 0):
     h = h or hashlib.sha256()
     with open(path, "rb") as fh:
+        fh.seek(start)
         remaining = upto
         while remaining is None or remaining > 0:
             chunk = fh.read(4 * CHUNK if remaining is None else min(4 * CHUNK, remaining))
@@ -532,6 +555,7 @@ class DownloadJob(Job):
         self.ctx, self.rf, self.partial, self.place, self.lock_path = ctx, rf, partial, place, lock_path
         self.then: list[Callable[[], None]] = []  # run after place(): more paths with the same bytes
         self.segmented: SegmentedDownload | None = None
+        self.quick = rf.size <= QUICK_SIZE
         self._filelock = None
 
     def tasks(self) -> list[Callable[[], None]]:
@@ -606,15 +630,21 @@ def _file_body(ctx: Context, path: Path, start: int, length: int) -> Iterator[by
             ctx.progress.update(len(chunk))
 
 
-def _put(ctx: Context, url: str, path: Path, start: int, length: int) -> str:
-    """PUTs bytes [start, start+length) of `path` to a self-authorising URL; returns the ETag. A
-    failed attempt is sent again whole (a part is the unit of resumption)."""
+SMALL_BODY = 256 * 1024  # sent as one buffer: the request goes out in one write, not headers then body
+
+
+def _put(ctx: Context, url: str, path: Path, start: int, length: int, headers: dict | None = None) -> str:
+    """PUTs bytes [start, start+length) of `path` to a self-authorising URL (with `headers`, such as
+    the sha256 a checked PUT was signed with); returns the ETag. A failed attempt is sent again
+    whole (a part is the unit of resumption)."""
     failures = 0
     while True:
         ctx.check()
+        body = (b"".join(_file_body(ctx, path, start, length)) if length <= SMALL_BODY
+                else _file_body(ctx, path, start, length))
         try:
-            resp = ctx.client.request("PUT", url, body=_file_body(ctx, path, start, length),
-                                      headers={"Content-Length": str(length)}, retry=_ONCE,
+            resp = ctx.client.request("PUT", url, body=body,
+                                      headers={"Content-Length": str(length), **(headers or {})}, retry=_ONCE,
                                       timeout=urllib3.Timeout(connect=10, read=300))
             return resp.headers.get("ETag", "")
         except TransportError as err:
@@ -630,19 +660,27 @@ _ONCE = type(RETRY)(attempts=1)
 
 class UploadJob(Job):
     """Uploads one LFS object as the batch `action` says. Multipart parts run as parallel tasks;
-    parts the session already holds (GET /api/v1/uploads/{upload_id}) are skipped."""
+    parts the session already holds (GET /api/v1/uploads/{upload_id}) are skipped. A checked PUT
+    (one request the store checks against the sha256 it was signed with) ends with its verify
+    href in `checked`, for the caller to verify with the rest of its batch (HubClient.lfs_verify_many)."""
 
-    def __init__(self, ctx: Context, path: Path, sha256: str, size: int, action: dict) -> None:
+    def __init__(self, ctx: Context, path: Path, sha256: str, size: int, action: dict,
+                 verify: dict | None = None, checked: list | None = None) -> None:
         super().__init__()
         self.ctx, self.path, self.sha256, self.size, self.action = ctx, path, sha256, size, action
+        self.verify, self.checked = verify, checked
+        self.quick = size <= QUICK_SIZE and "chunk_size" not in (action.get("header") or {})
         self.etags: dict[int, str] = {}
         self.complete_url = action["href"]
 
     def tasks(self) -> list[Callable[[], None]]:
         header = self.action.get("header") or {}
         if "chunk_size" not in header:
-            return [lambda: _put(self.ctx, self.action["href"], self.path, 0, self.size)]
+            sent = {k: v for k, v in header.items() if k.lower().startswith("x-amz-")}
+            return [lambda: _put(self.ctx, self.action["href"], self.path, 0, self.size, sent)]
         chunk = int(header["chunk_size"])
+        # A checked session hands out no plain part URLs: each part's comes signed with its sha256.
+        checked = header.get("checked") == "sha256"
         urls = {int(k): v for k, v in header.items() if k.isdigit()}
         if header.get("upload_id"):
             try:
@@ -659,20 +697,35 @@ class UploadJob(Job):
                     self.ctx.progress.update(held)
                     self.ctx.stats.add(files_resumed=1)
         tasks = []
-        for n in sorted(urls):
+        for n in range(1, max(1, -(-self.size // chunk)) + 1) if checked else sorted(urls):
             if n in self.etags:
                 continue
             start = (n - 1) * chunk
-            tasks.append(lambda n=n, start=start: self._part(n, urls[n], start, min(chunk, self.size - start)))
+            length = min(chunk, self.size - start)
+            if checked:
+                tasks.append(lambda n=n, start=start, length=length: self._checked_part(
+                    header["upload_id"], n, start, length))
+            else:
+                tasks.append(lambda n=n, start=start, length=length: self._part(n, urls[n], start, length))
         return tasks or [lambda: None]
 
-    def _part(self, n: int, url: str, start: int, length: int) -> None:
-        etag = _put(self.ctx, url, self.path, start, length)
+    def _part(self, n: int, url: str, start: int, length: int, headers: dict | None = None) -> None:
+        etag = _put(self.ctx, url, self.path, start, length, headers)
         with self.lock:
             self.etags[n] = etag
 
+    def _checked_part(self, upload_id: str, n: int, start: int, length: int) -> None:
+        """Hashes part n, asks for its URL signed with that hash, and sends it: the store checks the
+        bytes as they land, so the hub need not read the file back to trust it."""
+        self.ctx.check()
+        sha = _hash_file(self.path, length, start=start).hexdigest()
+        url = self.ctx.client.checked_part_urls(upload_id, {n: sha})[n]
+        self._part(n, url, start, length, {"x-amz-content-sha256": sha})
+
     def complete(self) -> None:
         header = self.action.get("header") or {}
+        if "x-amz-content-sha256" in header and self.verify and self.checked is not None:
+            self.checked.append((self.verify["href"], self.sha256, self.size))
         if "chunk_size" in header:
             body = {"oid": self.sha256, "parts": [{"partNumber": n, "etag": e} for n, e in sorted(self.etags.items())]}
             lfs = "application/vnd.git-lfs+json"

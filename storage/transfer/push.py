@@ -27,7 +27,7 @@ from storage.transfer.ratelimit import RateLimiter
 
 INLINE_BUDGET = 64 * 2**20  # bytes of small files sent inside the commit; beyond, they go as LFS objects
 PREUPLOAD_CHUNK = 256
-BATCH = 100
+BATCH = 500  # objects per LFS batch request (the hub takes 1,000): its checked PUTs are verified per batch prefix
 BATCH_BYTES = 64 * 2**20
 IGNORED_DIRS = {".git", ".hg", ".svn"}
 
@@ -248,9 +248,11 @@ def _push(client: HubClient, files: list[LocalFile], repo_type: str, repo_id: st
     label = f"{'datasets/' if repo_type == DATASET else ''}{repo_id}"
     ctx = Context(client, limiter=RateLimiter(limit_rate), progress=Progress(f"push {label}", show=progress))
     sched = Scheduler(ctx, workers)
+    checked: list[tuple[str, str, int]] = []  # checked PUTs done: (verify href, oid, size)
     try:
-        changed += _upload_lfs(ctx, sched, client, repo_type, repo_id, branch, lfs, modes)
+        changed += _upload_lfs(ctx, sched, client, repo_type, repo_id, branch, lfs, modes, checked)
         sched.close()
+        _verify(client, checked, {f.sha256: f for _kind, f in changed})
     except BaseException:
         sched.abort()  # a failure while planning, or Ctrl-C: stop the workers at their next chunk
         raise
@@ -293,8 +295,17 @@ def _preupload(client: HubClient, repo_type: str, repo_id: str, branch: str,
     return out
 
 
+def _verify(client: HubClient, checked: list[tuple[str, str, int]], by_sha: dict[str, LocalFile]) -> None:
+    """The checked PUTs become blobs on the hub (one request per 1,000), before the commit names them."""
+    for obj in client.lfs_verify_many(checked) if checked else []:
+        if obj.get("error"):
+            f = by_sha.get(obj.get("oid"))
+            raise HubClientError(f"{f.path if f else obj.get('oid')}: {obj['error'].get('message', 'not stored')}",
+                                 code="LFSVerifyFailed")
+
+
 def _upload_lfs(ctx: Context, sched: Scheduler, client: HubClient, repo_type: str, repo_id: str, branch: str,
-                files: list[LocalFile], modes: dict) -> list[tuple[str, LocalFile]]:
+                files: list[LocalFile], modes: dict, checked: list) -> list[tuple[str, LocalFile]]:
     """Hashes the files (two threads) and, batch by batch as hashes come in, asks the LFS batch
     where to send them and schedules the uploads. Returns the files that change the branch."""
     changed: list[tuple[str, LocalFile]] = []
@@ -310,6 +321,11 @@ def _upload_lfs(ctx: Context, sched: Scheduler, client: HubClient, repo_type: st
         return f
 
     pending: set[Future] = {hasher.submit(digest, f) for f in files}
+    # The batch requests run in a thread of their own: the next batch's answer is on its way while
+    # the uploads of this one run (with thousands of small files, the round trips would else leave
+    # the transfer threads idle between batches).
+    planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hub-plan")
+    planned: list[Future] = []
     ready: list[LocalFile] = []
     try:
         while pending or ready:
@@ -323,18 +339,22 @@ def _upload_lfs(ctx: Context, sched: Scheduler, client: HubClient, repo_type: st
             # the next ones are still being hashed.
             if ready and (len(ready) >= BATCH or sum(f.size for f in ready) >= BATCH_BYTES or not pending):
                 batch, ready = ready[:BATCH], ready[BATCH:]
-                _schedule(ctx, sched, client, repo_type, repo_id, branch, batch)
+                planned.append(planner.submit(_schedule, ctx, sched, client, repo_type, repo_id, branch, batch,
+                                              checked))
                 with lock:
                     changed += [("lfsFile", f) for f in batch]
-            if sched.failed:
+            if sched.failed or any(p.done() and p.exception() for p in planned):
                 break
+        for p in planned:
+            p.result()  # (a batch the hub refused: its error)
     finally:
         hasher.shutdown(wait=True, cancel_futures=True)
+        planner.shutdown(wait=True, cancel_futures=True)
     return changed
 
 
 def _schedule(ctx: Context, sched: Scheduler, client: HubClient, repo_type: str, repo_id: str, branch: str,
-              batch: list[LocalFile]) -> None:
+              batch: list[LocalFile], checked: list) -> None:
     # One object per distinct content: two paths with the same bytes upload once.
     unique = {f.sha256: f for f in batch}
     answer = client.lfs_batch(repo_type, repo_id, [{"oid": f.sha256, "size": f.size} for f in unique.values()],
@@ -349,4 +369,4 @@ def _schedule(ctx: Context, sched: Scheduler, client: HubClient, repo_type: str,
         action = (obj.get("actions") or {}).get("upload")
         if action:
             ctx.progress.add_total(f.size)
-            sched.submit(UploadJob(ctx, f.abspath, f.sha256, f.size, action))
+            sched.submit(UploadJob(ctx, f.abspath, f.sha256, f.size, action, obj["actions"].get("verify"), checked))

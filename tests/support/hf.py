@@ -30,6 +30,7 @@ def lfs_batch(
     *,
     operation: str = "upload",
     repo_type: str = "model",
+    transfers: tuple[str, ...] = ("basic", "multipart"),
 ) -> dict:
     """The raw LFS batch answer for (oid, size) objects, as a client would ask for it."""
     resp = requests.post(
@@ -38,7 +39,7 @@ def lfs_batch(
         data=json.dumps(
             {
                 "operation": operation,
-                "transfers": ["basic", "multipart"],
+                "transfers": list(transfers),
                 "hash_algo": "sha256",
                 "objects": [{"oid": oid, "size": size} for oid, size in objects],
             }
@@ -53,8 +54,8 @@ def push_lfs(upload: dict, oid: str, data: bytes) -> list[requests.Response]:
     """Sends `data` where an LFS batch `upload` action says, as the client does (no auth): one PUT,
     or the numbered part PUTs and then the completion POST."""
     header = upload.get("header", {})
-    if "chunk_size" not in header:
-        return [requests.put(upload["href"], data=data, timeout=120)]
+    if "chunk_size" not in header:  # (with the headers the action names, as git-lfs sends them)
+        return [requests.put(upload["href"], data=data, headers=header, timeout=120)]
     chunk = int(header["chunk_size"])
     urls = [header[k] for k in sorted((k for k in header if k.isdigit()), key=int)]
     assert len(urls) == -(-len(data) // chunk)

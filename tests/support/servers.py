@@ -59,6 +59,12 @@ def base_env() -> dict[str, str]:
     # Xorbs reach an S3 store this long after they arrived (30 s by default): long enough for a test
     # to see them staged, short enough for one to wait for the write (tests/test_xet.py).
     env["HUB_XET_WRITE_BEHIND"] = "10"
+    # Catalog entries are not fetched from huggingface.co (there is no internet here): the tests of
+    # fetching on first use turn it on with a second hub as the upstream (tests/test_ondemand.py).
+    env["HUB_ONDEMAND"] = "0"
+    # The dataset viewer reads 2 MB of a split (5 GB by default), so that a test shows a partial one
+    # with a file of a few MB (tests/test_viewer.py).
+    env["HUB_VIEWER_MAX_BYTES"] = "2MB"
     return env
 
 

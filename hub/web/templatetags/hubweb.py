@@ -1,12 +1,14 @@
 """Small template helpers for the web pages."""
 from __future__ import annotations
 
+from functools import lru_cache
 from html import escape
 from urllib.parse import urlencode
 
 from django import template
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext, ngettext, pgettext_lazy
 
 from hub.catalog.services import language_name
 from hub.config import format_size
@@ -25,10 +27,87 @@ def count(n) -> str:
     return "—" if n is None else f"{int(n):,}"
 
 
+# The nouns the pages count, in the page's language: {{ n|plural:"file" }}.
+_NOUNS = {
+    "file": lambda n: ngettext("%(n)s file", "%(n)s files", n),
+    "large file": lambda n: ngettext("%(n)s large file", "%(n)s large files", n),
+    "commit": lambda n: ngettext("%(n)s commit", "%(n)s commits", n),
+    "comment": lambda n: ngettext("%(n)s comment", "%(n)s comments", n),
+    "download": lambda n: ngettext("%(n)s download", "%(n)s downloads", n),
+    "pending request": lambda n: ngettext("%(n)s pending request", "%(n)s pending requests", n),
+}
+
+
 @register.filter
 def plural(n, word: str) -> str:
-    """'1 file', '2 files', '1,024 files' ('— files' when unknown)."""
+    """'1 file', '2 files', '1,024 files' ('— files' when unknown); '3 个文件' in Chinese."""
+    return _plural(translation.get_language(), None if n is None else int(n), word)
+
+
+# Translations are looked up once per language and value: a list page shows thirty cards with four
+# translated phrases each, and Django's gettext (active language, catalog, fallbacks) cost a
+# millisecond a page. The language is part of every key.
+@lru_cache(maxsize=8192)
+def _plural(language: str | None, n: int | None, word: str) -> str:
+    noun = _NOUNS.get(word)
+    if noun is not None:
+        return noun(2 if n is None else n) % {"n": count(n)}
     return f"{count(n)} {word}{'' if n == 1 else 's'}"
+
+
+# Words the pages show from the data (a repo's type, a status), in the page's language: {{ x|word }}.
+_WORDS = {
+    "dataset": pgettext_lazy("repo type", "dataset"), "model": pgettext_lazy("repo type", "model"),
+    "datasets": pgettext_lazy("repo type", "datasets"), "models": pgettext_lazy("repo type", "models"),
+    "volume": pgettext_lazy("repo type", "volume"),
+    "open": pgettext_lazy("status", "open"), "closed": pgettext_lazy("status", "closed"),
+    "merged": pgettext_lazy("status", "merged"), "draft": pgettext_lazy("status", "draft"),
+    "pending": pgettext_lazy("status", "pending"), "accepted": pgettext_lazy("status", "accepted"),
+    "rejected": pgettext_lazy("status", "rejected"),
+    "online": pgettext_lazy("status", "online"), "offline": pgettext_lazy("status", "offline"),
+    "revoked": pgettext_lazy("status", "revoked"),
+    "added": pgettext_lazy("change", "added"), "modified": pgettext_lazy("change", "modified"),
+    "deleted": pgettext_lazy("change", "deleted"),
+}
+
+
+@register.filter
+def word(value) -> str:
+    return str(_WORDS.get(value, value))
+
+
+@register.filter
+def localized(entry, field: str) -> str:
+    """A catalog entry's (or card's) title or summary in the page's language: its Chinese one
+    (`title_zh`) for a page in Chinese where it has one, else the English one."""
+    if entry is None:
+        return ""
+    if translation.get_language() == "zh-hans":
+        text = getattr(entry, f"{field}_zh", None)
+        if text:
+            return text
+    return getattr(entry, field, None) or ""
+
+
+# "… ago" and "in …" per unit, as _NOUNS (literal strings, for makemessages).
+_AGO = {
+    "year": lambda n: ngettext("%(n)s year ago", "%(n)s years ago", n),
+    "month": lambda n: ngettext("%(n)s month ago", "%(n)s months ago", n),
+    "week": lambda n: ngettext("%(n)s week ago", "%(n)s weeks ago", n),
+    "day": lambda n: ngettext("%(n)s day ago", "%(n)s days ago", n),
+    "hour": lambda n: ngettext("%(n)s hour ago", "%(n)s hours ago", n),
+    "minute": lambda n: ngettext("%(n)s minute ago", "%(n)s minutes ago", n),
+}
+_IN = {
+    "day": lambda n: ngettext("in %(n)s day", "in %(n)s days", n),
+    "hour": lambda n: ngettext("in %(n)s hour", "in %(n)s hours", n),
+    "minute": lambda n: ngettext("in %(n)s minute", "in %(n)s minutes", n),
+}
+
+
+@lru_cache(maxsize=4096)
+def _ago(language: str | None, unit: str, n: int) -> str:
+    return (_AGO[unit](n) % {"n": n}).replace(" ", "\xa0", 1)  # (the number stays with its unit)
 
 
 _AGO_UNITS = (("year", 365.25 * 86400), ("month", 30.44 * 86400), ("week", 7 * 86400), ("day", 86400),
@@ -43,9 +122,8 @@ def ago(when) -> str:
     seconds = (timezone.now() - when).total_seconds()
     for unit, length in _AGO_UNITS:
         if seconds >= length:
-            n = int(seconds // length)
-            return f"{n}\xa0{unit}{'' if n == 1 else 's'} ago"
-    return "just now"
+            return _ago(translation.get_language(), unit, int(seconds // length))
+    return gettext("just now")
 
 
 _UNTIL_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60))
@@ -60,8 +138,8 @@ def until(when) -> str:
     for unit, length in _UNTIL_UNITS:
         if seconds >= length:
             n = int(seconds / length + 0.5)
-            return f"in\xa0{n}\xa0{unit}{'' if n == 1 else 's'}"
-    return "in under a minute"
+            return (_IN[unit](n) % {"n": n}).replace(" ", "\xa0")
+    return gettext("in under a minute")
 
 
 @register.filter
@@ -101,7 +179,7 @@ def options(choices, selected: str, empty: str = "") -> SafeString:
     option labelled `empty` (none if it is ''). A list page has a hundred of them and the same
     choices come back on every request (the facets change when the catalog does), so each set is
     rendered once; selecting one is a replace in the rendered string."""
-    key = (empty, tuple(choices))
+    key = (translation.get_language(), empty, tuple(choices))  # (labels may be translated: one set per language)
     html = _OPTIONS.get(key)
     if html is None:
         rows = [f'<option value="{escape(str(value))}">{escape(str(label))}{f" ({rest[0]})" if rest else ""}</option>'
@@ -116,45 +194,70 @@ def options(choices, selected: str, empty: str = "") -> SafeString:
     return mark_safe(html)
 
 
-_BADGE_PRIVATE = '<span class="badge private">private</span> '
-_BADGE_READY = '<span class="badge ready">ready</span>'
-_BADGE_PENDING = '<span class="badge pending" title="Only the metadata is on this hub">not mirrored</span>'
-_BADGE_EMPTY = '<span class="badge empty">no files yet</span>'  # a repo of its own, not a catalog entry
+def _badges() -> dict[str, str]:
+    """The cards' badges, in the page's language: private, ready, not mirrored (a catalog entry) and
+    no files yet (a repo of its own)."""
+    return _badges_in(translation.get_language())
+
+
+@lru_cache(maxsize=16)
+def _badges_in(language: str | None) -> dict[str, str]:
+    # (the words outside the f-strings: xgettext does not look into them)
+    private, ready, pending, empty = gettext("private"), gettext("ready"), gettext("not mirrored"), gettext("no files yet")
+    metadata_only = gettext("Only the metadata is on this hub")
+    return {"private": f'<span class="badge private">{escape(private)}</span> ',
+            "ready": f'<span class="badge ready">{escape(ready)}</span>',
+            "pending": f'<span class="badge pending" title="{escape(metadata_only)}">{escape(pending)}</span>',
+            "empty": f'<span class="badge empty">{escape(empty)}</span>'}
 
 
 @register.simple_tag
-def repo_card(r) -> SafeString:
+def repo_card(r, badge: dict[str, str] | None = None) -> SafeString:
     """One result card of a list (a services.CardRow). Built in Python with the standard library's
     escape: thirty included templates were a third of a list page's time, format_html half of what
-    was left. "updated … ago" is computed at each render."""
-    badges = (_BADGE_PRIVATE if r.private else "") + (
-        _BADGE_READY if r.mirrored else _BADGE_PENDING if r.entry is not None else _BADGE_EMPTY)
+    was left. "updated … ago" is computed at each render. Title and summary in the page's language."""
+    badge = badge or _badges()
+    lang = translation.get_language()
+    badges = (badge["private"] if r.private else "") + (
+        badge["ready"] if r.mirrored else badge["pending"] if r.entry is not None else badge["empty"])
     parts = [f'<div class="card">\n  <div class="title">\n    <a href="{escape(r.url)}">{escape(r.repo_id)}</a>\n'
              f'    {badges}\n  </div>']
     meta: list[str] = []
     if r.entry is not None:
-        if r.title != r.name:
-            parts.append(f'  <div class="sub">{escape(r.title or "")}</div>')
-        if r.summary:
-            parts.append(f'  <p class="summary">{escape(r.summary)}</p>')
+        title, summary = localized(r, "title"), localized(r, "summary")
+        if title != r.name:
+            parts.append(f'  <div class="sub">{escape(title)}</div>')
+        if summary:
+            parts.append(f'  <p class="summary">{escape(summary)}</p>')
         meta += [f'<span class="chip task">{escape(t)}</span>' for t in (r.tasks or [])[:2]]
         meta += [f'<span class="chip">{escape(m)}</span>' for m in (r.modality or [])[:2]]
         if r.license:
             meta.append(f'<span class="chip lic">{escape(r.license)}</span>')
         if r.parameters:
-            meta.append(f'<span>{escape(r.parameters)} params</span><span class="sep">·</span>')
+            meta.append(f'<span>{escape(_params(lang, r.parameters))}</span><span class="sep">·</span>')
     if r.size is not None:
         meta.append(f'<span>{size(r.size)}</span><span class="sep">·</span>')
-    meta.append(f'<span>updated {ago(r.last_modified)}</span><span class="sep">·</span>'
+    meta.append(f'<span>{escape(_updated(lang, ago(r.last_modified)))}</span><span class="sep">·</span>'
                 f'<span>{plural(r.downloads, "download")}</span>')
     parts.append('  <div class="meta">' + "\n    ".join(meta) + "</div>\n</div>")
     return mark_safe("\n".join(parts))
 
 
+@lru_cache(maxsize=1024)
+def _params(language: str | None, parameters: str) -> str:
+    return gettext("%(n)s params") % {"n": parameters}
+
+
+@lru_cache(maxsize=4096)
+def _updated(language: str | None, when: str) -> str:
+    return gettext("updated %(ago)s") % {"ago": when}
+
+
 @register.simple_tag
 def repo_cards(rows) -> SafeString:
     """The cards of a list page, in one tag: a template loop pushed a context per card."""
-    return mark_safe("".join(repo_card(r) for r in rows))
+    badge = _badges()
+    return mark_safe("".join(repo_card(r, badge) for r in rows))
 
 
 @register.simple_tag(takes_context=True)
