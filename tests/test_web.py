@@ -934,7 +934,10 @@ def test_every_snippet_has_a_copy_button_that_copies_it(site, browser) -> None:
         assert page.locator("#not-mirrored button.copy").count() == 1  # the operator's mirror command too
         python = snippets.filter(has_text="Python")
         python.locator("button.copy").click()
-        assert python.locator("button.copy").inner_text() == "Copied"
+        # (the label changes once the clipboard took the text, a promise later, and for 1.5 s)
+        from playwright.sync_api import expect
+
+        expect(python.locator("button.copy")).to_have_text("Copied", timeout=5000)
         copied = page.evaluate("navigator.clipboard.readText()")
         assert copied == python.locator("pre").inner_text().rstrip("\n")
         assert copied.startswith(f"export HF_ENDPOINT={site.url}\n") and 'load_dataset("ILSVRC/imagenet-1k")' in copied
