@@ -17,9 +17,14 @@ Uploads
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
+import mmap
 import os
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -248,16 +253,36 @@ def _open_range(ctx: Context, rf: RemoteFile, start: int, end: int) -> urllib3.B
     return resp
 
 
-def _stream_range(ctx: Context, rf: RemoteFile, start: int, end: int, sink: Callable[[int, bytes], None]) -> None:
+def _stream_range(ctx: Context, rf: RemoteFile, start: int, end: int, sink: Callable[[int, bytes], None],
+                  into: tuple[int, Callable[[int, int], None]] | None = None) -> None:
     """Calls sink(offset, bytes) for [start, end), reconnecting from the last byte received after a
-    transport error (RETRY.attempts tries in a row without progress)."""
+    transport error (RETRY.attempts tries in a row without progress). With `into` = (fd, landed),
+    a plain-HTTP body is spliced from the socket straight into fd at its offsets instead (no copy
+    through this process) and landed(offset, n) is called for each piece on disk."""
     pos = start
     failures = 0
+
+    def landed(offset: int, n: int) -> None:
+        nonlocal pos, failures
+        into[1](offset, n)
+        pos = offset + n
+        ctx.moved_down(n)
+        failures = 0
+        ctx.check()
+
     while pos < end:
         ctx.check()
         try:
             resp = _open_range(ctx, rf, pos, end)
             try:
+                raw = _raw_body(resp, end - pos) if into is not None else None
+                if raw is not None:
+                    try:
+                        _splice_body(*raw, into[0], pos, end, landed)
+                    except BaseException:
+                        resp.close()  # (mid-body: the connection cannot be used again)
+                        raise
+                    continue
                 # Never ask for more than is left: http.client allocates (and the kernel zeroes) a
                 # buffer of the size asked for, which for thousands of small files costs more than
                 # their bytes. (Reading into one reused buffer instead, as the mount does, measured
@@ -284,6 +309,88 @@ def _stream_range(ctx: Context, rf: RemoteFile, start: int, end: int, sink: Call
             if err.status not in RETRY.statuses or failures >= RETRY.attempts:
                 raise
             time.sleep(RETRY.delay(failures - 1))
+
+
+# --- splicing a body into a file ------------------------------------------------------------------
+# A segment of a large download goes from the socket into the partial file through a pipe
+# (splice(2)): the kernel moves the pages, this process never copies them — half the CPU of
+# reading into Python bytes and writing them out again. Plain HTTP only (TLS has to be read).
+
+_SPLICE = hasattr(os, "splice") and hasattr(fcntl, "F_SETPIPE_SZ")
+PIPE_SIZE = 1 << 20
+FLUSH_AT = 256 << 10  # bytes gathered in the pipe before they are written out and counted
+
+
+def _raw_body(resp: urllib3.BaseHTTPResponse, length: int):
+    """(http.client response, its buffered reader, the socket) of a body that can be spliced: plain
+    TCP, exactly `length` bytes as Content-Length, no content or transfer coding. Else None."""
+    if not _SPLICE or resp.headers.get("Content-Encoding", "identity") != "identity":
+        return None
+    hresp = getattr(resp, "_fp", None)
+    fp = getattr(hresp, "fp", None)
+    sock = getattr(getattr(resp, "connection", None), "sock", None)
+    if (fp is None or type(sock) is not socket.socket or getattr(hresp, "chunked", True)
+            or getattr(hresp, "length", None) != length or getattr(resp, "_fp_bytes_read", 0)):
+        return None
+    return hresp, fp, sock
+
+
+def _splice_body(hresp, fp, sock: socket.socket, fd: int, pos: int, end: int,
+                 landed: Callable[[int, int], None]) -> None:
+    global _SPLICE
+    # What http.client's reader already took off the socket (part of the body, with the headers).
+    head = fp.peek(1)[:end - pos] if pos < end else b""
+    if head:
+        fp.read(len(head))
+        os.pwrite(fd, head, pos)
+        landed(pos, len(head))
+        pos += len(head)
+    r, w = os.pipe()
+    try:
+        try:
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        except OSError:
+            pass  # (over /proc/sys/fs/pipe-max-size for this user: the default 64 KiB works too)
+        timeout = sock.gettimeout()
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        pending = 0  # bytes in the pipe: they go to the file (and are counted) a batch at a time
+
+        def flush() -> None:
+            nonlocal pos, pending
+            done = 0
+            while done < pending:
+                done += os.splice(r, fd, pending - done, offset_dst=pos + done)
+            landed(pos, pending)
+            pos, pending = pos + pending, 0
+
+        while pos + pending < end:
+            try:
+                got = os.splice(sock.fileno(), w, min(PIPE_SIZE - pending, end - pos - pending),
+                                flags=os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK)
+            except BlockingIOError:  # nothing on the socket yet, or the pipe is full
+                if pending:
+                    flush()
+                elif not poller.poll(None if timeout is None else timeout * 1000):
+                    raise TimeoutError(f"no bytes for {timeout} s") from None
+                continue
+            except OSError as err:
+                if err.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                    _SPLICE = False  # (a kernel or socket that cannot: read the next ones)
+                raise urllib3.exceptions.ProtocolError(f"splice: {err}") from err
+            if got == 0:
+                if pending:
+                    flush()
+                raise urllib3.exceptions.ProtocolError(f"connection closed at byte {pos} of {end}")
+            pending += got
+            if pending >= FLUSH_AT or pos + pending == end:
+                flush()
+    finally:
+        os.close(r)
+        os.close(w)
+    # The body is read: http.client (and so the connection's next request) must see it that way.
+    hresp.length = 0
+    hresp._close_conn()
 
 
 def _hash_file(path: Path, upto: int | None = None, h=None, start: int = 0):
@@ -451,6 +558,11 @@ class SegmentedDownload:
         self.done = ranges
         self.fd = os.open(self.partial, os.O_RDWR)
         os.ftruncate(self.fd, size)  # sparse: holes until written
+        try:
+            self.mapped = mmap.mmap(self.fd, size, prot=mmap.PROT_READ)  # (the hasher's, which closes it)
+            self.mapped.madvise(mmap.MADV_SEQUENTIAL)
+        except OSError:
+            self.mapped = None  # (a filesystem that cannot map files: the hasher reads them)
         self.journal_fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         have = sum(b - a for a, b in self.done)
         self.resumed = have > 0
@@ -486,10 +598,9 @@ class SegmentedDownload:
     def fetch(self, start: int, end: int) -> None:
         journaled = start
 
-        def sink(offset: int, chunk: bytes) -> None:
+        def landed(offset: int, n: int) -> None:
             nonlocal journaled
-            os.pwrite(self.fd, chunk, offset)
-            stop = offset + len(chunk)
+            stop = offset + n
             with self.cond:
                 self._mark(offset, stop)
                 self.cond.notify_all()
@@ -498,8 +609,12 @@ class SegmentedDownload:
                 os.write(self.journal_fd, f"{journaled} {stop}\n".encode())
                 journaled = stop
 
+        def sink(offset: int, chunk: bytes) -> None:
+            os.pwrite(self.fd, chunk, offset)
+            landed(offset, len(chunk))
+
         try:
-            _stream_range(self.ctx, self.rf, start, end, sink)
+            _stream_range(self.ctx, self.rf, start, end, sink, into=(self.fd, landed))
         except BaseException:
             with self.cond:
                 self.failed = True
@@ -507,21 +622,33 @@ class SegmentedDownload:
             raise
 
     def _hash_loop(self) -> None:
+        """Hashes the contiguous prefix as it grows, through a read-only map of the partial file:
+        the pages are hashed where they lie in the page cache, not copied out first."""
         h = hashlib.sha256()
         size = self.rf.size
-        while self.hashed < size:
-            with self.cond:
-                while self._frontier() <= self.hashed and not self.failed:
-                    self.cond.wait(1.0)
-                if self.failed:
-                    return
-                upto = self._frontier()
-            while self.hashed < upto:
-                data = os.pread(self.fd, min(8 * CHUNK, upto - self.hashed), self.hashed)
-                if not data:
-                    return
-                h.update(data)
-                self.hashed += len(data)
+        view = memoryview(self.mapped) if self.mapped is not None else None
+        data = None
+        try:
+            while self.hashed < size:
+                with self.cond:
+                    while self._frontier() <= self.hashed and not self.failed:
+                        self.cond.wait(1.0)
+                    if self.failed:
+                        return
+                    upto = self._frontier()
+                while self.hashed < upto:
+                    step = min(8 * CHUNK, upto - self.hashed)
+                    data = view[self.hashed:self.hashed + step] if view is not None else os.pread(
+                        self.fd, step, self.hashed)
+                    if not data:
+                        return
+                    h.update(data)
+                    self.hashed += len(data)
+        finally:
+            if view is not None:
+                del data  # (the last slice: the map cannot close while one is alive)
+                view.release()
+                self.mapped.close()
         self.digest = h.hexdigest()
 
     def finish(self) -> None:
@@ -735,3 +862,4 @@ class UploadJob(Job):
                                     headers={"Content-Type": lfs, "Accept": lfs},
                                     timeout=urllib3.Timeout(connect=10, read=read), retry=COMPLETE_RETRY)
         self.ctx.stats.add(files_up=1)
+
