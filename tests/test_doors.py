@@ -192,6 +192,8 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
         ("POST", f"/api/v1/repos/model/{pub}/manifest", {}),
         ("POST", f"/api/v1/repos/model/{gated}/access", {}),
         ("DELETE", f"/api/v1/uploads/{uuid.uuid4()}", {}),
+        ("PATCH", f"/api/v1/uploads/{uuid.uuid4()}", js({"sha256": SHA})),
+        ("POST", "/api/v1/uploads", js({"repo_type": "model", "repo_id": pub, "path": "w.bin", "size": 100})),
         ("POST", f"/api/v1/uploads/{uuid.uuid4()}/parts", js({"parts": {"1": SHA}})),
         ("POST", "/api/v1/mirrors", js({"repo": f"{w.alice}/mirrored", "source": "http://127.0.0.1:9/"})),
         ("POST", "/api/v1/mirrors/999999999", {}),

@@ -233,6 +233,8 @@ def lfs_complete(request: HttpRequest, token: str) -> JsonResponse:
     if session is None:
         raise NotFound("this upload session does not exist or has expired; start the upload again")
     data = read_json(request)
+    if not session.sha256 and data.get("oid") is not None and session.state == UploadSession.OPEN:
+        sessions.name_sha256(session, str(data["oid"]))  # (opened before its client knew it: POST /api/v1/uploads)
     if data.get("oid") not in (None, session.sha256):
         raise BadRequest("the oid does not match this upload")
     parts = [(int(p.get("partNumber", 0)), str(p.get("etag", ""))) for p in data.get("parts", [])

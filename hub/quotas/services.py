@@ -222,6 +222,12 @@ def renew(pks: list[int], until: datetime | None = None) -> None:
         Reservation.objects.filter(pk__in=pks, expires__lt=until).update(expires=until)
 
 
+def name_reservation(pk: int, sha256: str) -> None:
+    """A reservation made before its bytes' sha256 was known (an upload hashed while it is sent)
+    gets it: a commit naming those bytes converts it, as any other upload's."""
+    Reservation.objects.filter(pk=pk, sha256="").update(sha256=sha256)
+
+
 def await_commit(ns: Namespace | int, *sha256s: str) -> None:
     """The upload of these bytes ended: their reservations wait HUB_COMMIT_WINDOW for the commit."""
     until = timezone.now() + timedelta(seconds=settings.HUB_COMMIT_WINDOW)

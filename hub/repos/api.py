@@ -6,6 +6,9 @@
 * GET /api/v1/uploads/{upload_id} — what a multipart upload session (opened by the LFS batch, whose
   multipart `header` carries `upload_id`) has received so far, with fresh URLs for the missing
   parts: a killed `hub push` continues from the last stored part.
+* POST /api/v1/uploads — a checked upload session for a new file of a repo, opened before its
+  client knows the file's sha256 (hashing and sending overlap); PATCH /api/v1/uploads/{upload_id}
+  names the sha256 as soon as it is known, and the LFS completion URL finishes it.
 
 Errors are HubErrors: JSON {"error", "code"} plus X-Error-Code, as everywhere on the hub."""
 from __future__ import annotations
@@ -30,8 +33,8 @@ from hub.cursors import decode_cursor, encode_cursor
 from hub.errors import BadRequest, NotFound, Unauthorized
 from hub.repos import gating, manifest, services
 from hub.repos.models import Repo
-from hub.uploads import sessions
-from hub.validation import check_dir_path
+from hub.uploads import sessions, transfers
+from hub.validation import check_dir_path, check_path
 
 ErrorSchema = inline_serializer("HubError", {"error": serializers.CharField(), "code": serializers.CharField()})
 MANIFEST_FILE = {
@@ -157,6 +160,62 @@ class UploadSessionView(APIView):
         })
 
 
+    @extend_schema(
+        summary="Name the sha256 of a session opened without it",
+        description="Once per session (the same value again is fine, another one is 400). From then on a "
+                    "killed push's next run resumes the session through the LFS batch.",
+        request=inline_serializer("UploadSha256", {"sha256": serializers.CharField()}),
+        responses={204: None, 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema},
+    )
+    def patch(self, request: Request, upload_id: str) -> Response:
+        if not request.user.is_authenticated:
+            raise Unauthorized("this needs a token: send Authorization: Bearer <token>")
+        session = UploadSession.objects.filter(pk=upload_id, user=request.user, purpose="lfs",
+                                               state=UploadSession.OPEN).first()
+        if session is None:
+            raise NotFound("no such open upload session (it may belong to someone else, or have ended)")
+        sha256 = request.data.get("sha256") if isinstance(request.data, dict) else None
+        sessions.name_sha256(session, str(sha256 or ""))
+        return Response(status=204)
+
+
+class UnhashedUploadView(APIView):
+    permission_classes = [AllowAny]  # checked below, to answer in the hub's error vocabulary
+
+    @extend_schema(
+        summary="Start a checked upload of a new file before its sha256 is known",
+        description="For `hub push` of a large file: its parts go up (each URL asked for with that part's "
+                    "sha256, POST /api/v1/uploads/{id}/parts) while the client hashes the whole file; "
+                    "PATCH the session with the sha256 as soon as it is known, then POST {oid, parts} to "
+                    "`complete_url`. The size is reserved against the repo owner's quota. 409 HashFirst: "
+                    "this hub's store does not check parts, or an earlier upload of this path may resume — "
+                    "hash the file and use the LFS batch.",
+        request=inline_serializer("UnhashedUpload", {
+            "repo_type": serializers.ChoiceField(list(TYPES)), "repo_id": serializers.CharField(),
+            "path": serializers.CharField(), "size": serializers.IntegerField()}),
+        responses={201: UploadSchema, 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema,
+                   413: ErrorSchema},
+    )
+    def post(self, request: Request) -> Response:
+        if not request.user.is_authenticated:
+            raise Unauthorized("this needs a token: send Authorization: Bearer <token>")
+        data = request.data if isinstance(request.data, dict) else {}
+        repo_type, repo_id, size = data.get("repo_type"), str(data.get("repo_id") or ""), data.get("size")
+        if repo_type not in TYPES or repo_id.count("/") != 1:
+            raise BadRequest("give repo_type (model or dataset) and repo_id (namespace/name)")
+        if not isinstance(size, int) or not 0 < size <= blobs.MAX_BLOB_SIZE:
+            raise BadRequest(f"size must be an integer from 1 to {blobs.MAX_BLOB_SIZE}")
+        path = check_path(str(data.get("path") or ""))
+        ns, name = repo_id.split("/")
+        repo = services.access_repo(Actor.from_request(request), TYPES[repo_type], ns, name, write=True)
+        session = transfers.start_unhashed(repo, request.user, path, size)
+        base = base_url(request)
+        return Response({
+            "upload_id": str(session.id), "sha256": "", "size": session.size, "checked": True,
+            "part_size": session.part_size, "part_count": session.part_count, "state": session.state,
+            "parts": [], "part_urls": {},
+            "complete_url": sessions.complete_url(session, lambda token: f"{base}/lfs/complete/{token}"),
+        }, status=201)
 
 
 class CheckedPartsView(APIView):
@@ -257,6 +316,7 @@ urlpatterns = [
             name="repo-manifest"),
     re_path(r"^repos/(?P<repo_type>model|dataset)/" + NAME + r"/access$", GateAccessView.as_view(),
             name="repo-access"),
+    re_path(r"^uploads$", UnhashedUploadView.as_view(), name="upload-sessions"),
     re_path(r"^uploads/" + UUID + r"$", UploadSessionView.as_view(), name="upload-session"),
     re_path(r"^uploads/" + UUID + r"/parts$", CheckedPartsView.as_view(), name="upload-session-parts"),
 ]

@@ -97,6 +97,21 @@ def checked_part_urls(session: UploadSession, hashes: dict[int, str], *, lifetim
     return dict(zip(numbers, urls, strict=True))
 
 
+def name_sha256(session: UploadSession, sha256: str) -> None:
+    """The client of a session opened before it knew the file's sha256 names it (as soon as its
+    hash is done, or at completion). From then on the session is an ordinary one for those bytes:
+    the LFS batch of a later push of them resumes it, and its reservation counts for them (one
+    reservation per sha256, as every upload's). Naming another sha256 than the one named is a 400."""
+    blobs.check_sha256(sha256)
+    if session.sha256 == sha256:
+        return
+    if session.sha256 or not UploadSession.objects.filter(pk=session.pk, sha256="").update(sha256=sha256):
+        raise BadRequest(f"this upload is for sha256 {session.sha256 or 'another file'}, not {sha256}")
+    session.sha256 = sha256
+    if session.reservation_id:
+        quotas.name_reservation(session.reservation_id, sha256)
+
+
 def complete_url(session: UploadSession, link) -> str:
     """The door's URL that completes this session (a token good while the session lives)."""
     return link(signing.sign("complete", {"s": str(session.id)}, LFS_SESSION_TTL.total_seconds()))

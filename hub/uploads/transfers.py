@@ -22,6 +22,8 @@ from django.conf import settings
 
 from hub.content import blobs
 from hub.content.models import Blob, BlobProof, UploadSession
+from hub.errors import Conflict
+from hub.quotas import services as quotas
 from hub.quotas.services import Hold
 from hub.uploads import sessions
 
@@ -139,6 +141,39 @@ class Multipart:
 
 TRANSFERS = [Basic(), CheckedPut(), Multipart()]  # in order of preference
 OFFERED = frozenset({Basic.name, Multipart.name})  # what every client takes (huggingface_hub's)
+
+
+class HashFirst(Conflict):
+    code = "HashFirst"
+
+
+def start_unhashed(repo, user, path: str, size: int) -> UploadSession:
+    """An upload of a new file whose sha256 its client is still computing (`hub push` of a large
+    file: hashing and sending overlap instead of following each other). Checked parts only (each
+    part's URL signed with that part's sha256; the whole file hashed in the background before
+    anyone else may use it), so only where the store checks uploads. The size is reserved now.
+
+    The client names the sha256 once known (sessions.name_sha256): from then on it is an ordinary
+    session for those bytes, which the next push of them resumes through the LFS batch. So an
+    earlier session of the caller for the same path and size that got its sha256 → HashFirst
+    (409): hash the file, then the batch resumes it; one that never did is ended (its parts
+    cannot be matched to any bytes) and a new one starts."""
+    if not store_checks_uploads():
+        raise HashFirst("this hub's store does not check parts as they land: hash the file and ask the LFS batch")
+    earlier = UploadSession.objects.filter(user=user, repo=repo, purpose="lfs", state=UploadSession.OPEN,
+                                           size=size, checked=True, target__path=path)
+    for session in earlier.select_related("reservation"):
+        if session.sha256:
+            raise HashFirst("an earlier upload of this file may resume: hash it and ask the LFS batch")
+        sessions.abort_session(session)
+    reservation = quotas.reserve(repo.namespace, size, user=user, purpose=f"lfs {repo.repo_id}"[:100],
+                                 ttl=sessions.LFS_SESSION_TTL)
+    try:
+        return sessions.open_session(sha256=None, size=size, user=user, repo=repo, target={"path": path},
+                                     reservation=reservation, resume=False, checked=True)
+    except BaseException:
+        quotas.release(reservation)
+        raise
 
 
 def reusable(user, objects: dict[str, int]) -> set[str]:

@@ -361,6 +361,22 @@ class HubClient:
         out = self.json("POST", f"api/v1/uploads/{upload_id}/parts", data={"parts": {str(n): h for n, h in hashes.items()}})
         return {int(n): url for n, url in out["part_urls"].items()}
 
+    def start_unhashed_upload(self, repo_type: str, repo_id: str, path: str, size: int) -> dict | None:
+        """A checked upload session for a new file of the repo, opened before its sha256 is known
+        (POST /api/v1/uploads): None where the hub says to hash first (HashFirst: its store does not
+        check parts, or an earlier upload of this path may resume) or has no such route."""
+        try:
+            return self.json("POST", "api/v1/uploads", data={"repo_type": repo_type, "repo_id": repo_id,
+                                                              "path": path, "size": size})
+        except HubClientError as err:
+            if err.code == "HashFirst" or err.status in (404, 405):
+                return None
+            raise
+
+    def name_upload_sha256(self, upload_id: str, sha256: str) -> None:
+        """Names the sha256 of a session opened without it: a killed push's next run resumes it."""
+        self.json("PATCH", f"api/v1/uploads/{upload_id}", data={"sha256": sha256})
+
     def upload_status(self, upload_id: str) -> dict:
         return self.json("GET", f"api/v1/uploads/{upload_id}")
 

@@ -863,3 +863,31 @@ class UploadJob(Job):
                                     timeout=urllib3.Timeout(connect=10, read=read), retry=COMPLETE_RETRY)
         self.ctx.stats.add(files_up=1)
 
+
+class UnhashedUploadJob(UploadJob):
+    """An upload whose session was opened before the file's sha256 was known (HubClient.
+    start_unhashed_upload): the whole file is hashed as one more task beside its checked parts, so
+    hashing and sending overlap instead of following each other. The sha256 is named to the hub as
+    soon as it is known (a killed push's next run then resumes the session through the LFS batch)
+    and again by the completion; `on_hash(sha256)` tells the caller."""
+
+    def __init__(self, ctx: Context, path: Path, size: int, session: dict,
+                 on_hash: Callable[[str], None]) -> None:
+        action = {"href": session["complete_url"], "header": {
+            "chunk_size": str(session["part_size"]), "upload_id": session["upload_id"], "checked": "sha256"}}
+        super().__init__(ctx, path, "", size, action)
+        self.upload_id, self.on_hash = session["upload_id"], on_hash
+
+    def tasks(self) -> list[Callable[[], None]]:
+        return [self._hash, *super().tasks()]
+
+    def _hash(self) -> None:
+        sha = _hash_file(self.path).hexdigest()
+        if os.stat(self.path).st_size != self.size:
+            raise IntegrityError(f"{self.path} changed while it was being uploaded", code="FileChanged")
+        self.sha256 = sha
+        self.on_hash(sha)
+        try:
+            self.ctx.client.name_upload_sha256(self.upload_id, sha)
+        except HubClientError:
+            pass  # (the completion names it too; only a resume after a kill needs it earlier)

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage.client import DATASET, HubClient, HubClientError, NotFoundError, QuotaExceededError, UsageError
+from storage.client.settings import user_size
 from storage.paths import path_problem
 from storage.sizes import format_size
-from storage.transfer.engine import Context, Scheduler, Stats, UploadJob, _hash_file
+from storage.transfer.engine import Context, Scheduler, Stats, UnhashedUploadJob, UploadJob, _hash_file
 from storage.transfer.progress import Progress, plural
 from storage.transfer.ratelimit import RateLimiter
 
@@ -29,6 +30,7 @@ INLINE_BUDGET = 64 * 2**20  # bytes of small files sent inside the commit; beyon
 PREUPLOAD_CHUNK = 256
 BATCH = 500  # objects per LFS batch request (the hub takes 1,000): its checked PUTs are verified per batch prefix
 BATCH_BYTES = 64 * 2**20
+UNHASHED_MIN = "128MiB"  # a new file this big starts uploading while it is hashed (HUB_PUSH_UNHASHED_MIN)
 IGNORED_DIRS = {".git", ".hg", ".svn"}
 
 
@@ -309,6 +311,23 @@ def _upload_lfs(ctx: Context, sched: Scheduler, client: HubClient, repo_type: st
     """Hashes the files (two threads) and, batch by batch as hashes come in, asks the LFS batch
     where to send them and schedules the uploads. Returns the files that change the branch."""
     changed: list[tuple[str, LocalFile]] = []
+    if not files:
+        return changed
+    # A large file at a path the branch does not have yet (so it cannot be unchanged) goes up while
+    # it is hashed: its session is opened first, its parts checked one by one by the store.
+    early: set[int] = set()
+    least = user_size(os.environ.get("HUB_PUSH_UNHASHED_MIN") or UNHASHED_MIN)
+    for f in sorted((f for f in files if modes[f.path][2] is None and f.size >= least),
+                    key=lambda f: -f.size):
+        session = client.start_unhashed_upload(repo_type, repo_id, f.path, f.size)
+        if session is None:
+            continue  # (this hub's store cannot check parts, or an earlier upload resumes through the batch)
+        ctx.progress.add_total(f.size)
+        sched.submit(UnhashedUploadJob(ctx, f.abspath, f.size, session,
+                                       on_hash=lambda sha, f=f: setattr(f, "sha256", sha)))
+        changed.append(("lfsFile", f))
+        early.add(id(f))
+    files = [f for f in files if id(f) not in early]
     if not files:
         return changed
     hasher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hub-hash")
