@@ -21,7 +21,7 @@ from storage.client.errors import (
     UsageError,
     errno_of,
 )
-from storage.client.http import HubClient, api_prefix, body_chunks, file_prefix, origin
+from storage.client.http import FileSpan, HubClient, api_prefix, body_chunks, file_prefix, origin
 from storage.client.hubpath import DATASET, MODEL, REPO_TYPES, HubPath, parse_hub_path
 from storage.client.retry import COMMIT_RETRY, COMPLETE_RETRY, NO_RETRY, RETRY, RETRYABLE_ERRORS, RetryPolicy
 from storage.client.settings import (
@@ -37,7 +37,7 @@ from storage.client.settings import (
 
 __all__ = [
     "errno_of", "AuthError", "ConflictError", "HubClientError", "IntegrityError", "NotFoundError", "PermissionDeniedError",
-    "QuotaExceededError", "TransportError", "UsageError", "HubClient", "api_prefix", "body_chunks", "file_prefix", "origin",
+    "QuotaExceededError", "TransportError", "UsageError", "FileSpan", "HubClient", "api_prefix", "body_chunks", "file_prefix", "origin",
     "DATASET", "MODEL", "REPO_TYPES", "HubPath", "parse_hub_path", "COMMIT_RETRY", "COMPLETE_RETRY", "NO_RETRY",
     "RETRY", "RETRYABLE_ERRORS", "RetryPolicy", "NOT_LOGGED_IN", "Settings", "config_dir", "load_credentials",
     "normalize_endpoint", "resolve_endpoint", "resolve_settings", "save_credentials",

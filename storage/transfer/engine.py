@@ -38,6 +38,7 @@ from storage.client import (
     COMPLETE_RETRY,
     RETRY,
     RETRYABLE_ERRORS,
+    FileSpan,
     HubClient,
     HubClientError,
     IntegrityError,
@@ -741,20 +742,27 @@ class Downloads(Scheduler):
 
 # --- uploads ----------------------------------------------------------------------------------------
 
-def _file_body(ctx: Context, path: Path, start: int, length: int) -> Iterator[bytes]:
+def _file_body(ctx: Context, path: Path, start: int, length: int, *, spans: bool = False) -> Iterator:
+    """Bytes [start, start + length) of the file, 1 MiB at a time: as bytes, or (`spans`) as
+    FileSpans the client's connection sends with sendfile(2), never copied through this process."""
     with open(path, "rb") as fh:
         fh.seek(start)
-        remaining = length
-        while remaining > 0:
+        pos, end = start, start + length
+        while pos < end:
             ctx.check()
-            chunk = fh.read(min(CHUNK, remaining))
-            if not chunk:
-                raise IntegrityError(f"{path} shrank while it was being uploaded", code="FileChanged")
-            ctx.limiter.take(len(chunk))
-            remaining -= len(chunk)
-            yield chunk
-            ctx.stats.add(bytes_up=len(chunk))
-            ctx.progress.update(len(chunk))
+            if spans:
+                piece = FileSpan(fh, pos, min(CHUNK, end - pos))
+                n = piece.count
+            else:
+                piece = fh.read(min(CHUNK, end - pos))
+                if not piece:
+                    raise IntegrityError(f"{path} shrank while it was being uploaded", code="FileChanged")
+                n = len(piece)
+            ctx.limiter.take(n)
+            yield piece
+            pos += n
+            ctx.stats.add(bytes_up=n)
+            ctx.progress.update(n)
 
 
 SMALL_BODY = 256 * 1024  # sent as one buffer: the request goes out in one write, not headers then body
@@ -768,7 +776,7 @@ def _put(ctx: Context, url: str, path: Path, start: int, length: int, headers: d
     while True:
         ctx.check()
         body = (b"".join(_file_body(ctx, path, start, length)) if length <= SMALL_BODY
-                else _file_body(ctx, path, start, length))
+                else _file_body(ctx, path, start, length, spans=True))
         try:
             resp = ctx.client.request("PUT", url, body=body,
                                       headers={"Content-Length": str(length), **(headers or {})}, retry=_ONCE,
