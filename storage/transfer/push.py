@@ -12,9 +12,10 @@ import base64
 import hashlib
 import json
 import os
+import queue
 import sys
 import threading
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -250,15 +251,17 @@ def _push(client: HubClient, files: list[LocalFile], repo_type: str, repo_id: st
     label = f"{'datasets/' if repo_type == DATASET else ''}{repo_id}"
     ctx = Context(client, limiter=RateLimiter(limit_rate), progress=Progress(f"push {label}", show=progress))
     sched = Scheduler(ctx, workers)
-    checked: list[tuple[str, str, int]] = []  # checked PUTs done: (verify href, oid, size)
+    verifier = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hub-verify")
+    checked: list[CheckedBatch] = []  # each batch's checked PUTs, verified as soon as the last is in
     try:
-        changed += _upload_lfs(ctx, sched, client, repo_type, repo_id, branch, lfs, modes, checked)
+        changed += _upload_lfs(ctx, sched, client, repo_type, repo_id, branch, lfs, modes, checked, verifier)
         sched.close()
-        _verify(client, checked, {f.sha256: f for _kind, f in changed})
+        _verify(checked, {f.sha256: f for _kind, f in changed})
     except BaseException:
         sched.abort()  # a failure while planning, or Ctrl-C: stop the workers at their next chunk
         raise
     finally:
+        verifier.shutdown(wait=True, cancel_futures=True)
         ctx.progress.close()
     if not changed:
         return PushResult(None, None, created, len(files), 0, ctx.stats)
@@ -297,17 +300,40 @@ def _preupload(client: HubClient, repo_type: str, repo_id: str, branch: str,
     return out
 
 
-def _verify(client: HubClient, checked: list[tuple[str, str, int]], by_sha: dict[str, LocalFile]) -> None:
-    """The checked PUTs become blobs on the hub (one request per 1,000), before the commit names them."""
-    for obj in client.lfs_verify_many(checked) if checked else []:
-        if obj.get("error"):
-            f = by_sha.get(obj.get("oid"))
-            raise HubClientError(f"{f.path if f else obj.get('oid')}: {obj['error'].get('message', 'not stored')}",
-                                 code="LFSVerifyFailed")
+class CheckedBatch:
+    """The checked PUTs of one LFS batch answer: once the last of them is in, they are verified in
+    one request (the hub's bulk verify lists the batch's prefix once), on the verifier thread while
+    the next batches still upload — not all at the end, in series with nothing else to do."""
+
+    def __init__(self, client: HubClient, expected: int, verifier: ThreadPoolExecutor) -> None:
+        self.client, self.expected, self.verifier = client, expected, verifier
+        self.items: list[tuple[str, str, int]] = []  # (verify href, oid, size)
+        self.lock = threading.Lock()
+        self.answer: Future | None = None
+
+    def append(self, item: tuple[str, str, int]) -> None:
+        with self.lock:
+            self.items.append(item)
+            full = len(self.items) == self.expected
+        if full:
+            self.answer = self.verifier.submit(self.client.lfs_verify_many, list(self.items))
+
+
+def _verify(batches: list[CheckedBatch], by_sha: dict[str, LocalFile]) -> None:
+    """The checked PUTs became blobs on the hub before the commit names them (or say why not)."""
+    for batch in batches:
+        if batch.expected and batch.answer is None:  # (every upload ended, so this cannot be)
+            raise HubClientError("a batch of uploads was never verified", code="LFSVerifyFailed")
+        for obj in batch.answer.result() if batch.answer is not None else []:
+            if obj.get("error"):
+                f = by_sha.get(obj.get("oid"))
+                raise HubClientError(f"{f.path if f else obj.get('oid')}: {obj['error'].get('message', 'not stored')}",
+                                     code="LFSVerifyFailed")
 
 
 def _upload_lfs(ctx: Context, sched: Scheduler, client: HubClient, repo_type: str, repo_id: str, branch: str,
-                files: list[LocalFile], modes: dict, checked: list) -> list[tuple[str, LocalFile]]:
+                files: list[LocalFile], modes: dict, checked: list[CheckedBatch],
+                verifier: ThreadPoolExecutor) -> list[tuple[str, LocalFile]]:
     """Hashes the files (two threads) and, batch by batch as hashes come in, asks the LFS batch
     where to send them and schedules the uploads. Returns the files that change the branch."""
     changed: list[tuple[str, LocalFile]] = []
@@ -331,37 +357,52 @@ def _upload_lfs(ctx: Context, sched: Scheduler, client: HubClient, repo_type: st
     if not files:
         return changed
     hasher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hub-hash")
-    lock = threading.Lock()
+    hashed: queue.Queue = queue.Queue()  # (file, error) as each is hashed: O(1) a file, whatever their number
 
-    def digest(f: LocalFile) -> LocalFile:
-        f.sha256 = _hash_file(f.abspath).hexdigest()
-        if f.abspath.stat().st_size != f.size:
-            raise UsageError(f"{f.abspath} changed while it was being pushed", code="FileChanged")
-        return f
+    def digest(f: LocalFile) -> None:
+        try:
+            f.sha256 = _hash_file(f.abspath).hexdigest()
+            if f.abspath.stat().st_size != f.size:
+                raise UsageError(f"{f.abspath} changed while it was being pushed", code="FileChanged")
+            hashed.put((f, None))
+        except BaseException as err:  # noqa: BLE001 - handed to the loop below, which raises it
+            hashed.put((f, err))
 
-    pending: set[Future] = {hasher.submit(digest, f) for f in files}
+    for f in files:
+        hasher.submit(digest, f)
+    left = len(files)
     # The batch requests run in a thread of their own: the next batch's answer is on its way while
     # the uploads of this one run (with thousands of small files, the round trips would else leave
     # the transfer threads idle between batches).
     planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hub-plan")
     planned: list[Future] = []
     ready: list[LocalFile] = []
+    ready_bytes = 0
     try:
-        while pending or ready:
-            if pending:
-                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    f = fut.result()
+        while left or ready:
+            if left:
+                got = []
+                try:
+                    got.append(hashed.get(timeout=0.5))
+                    while True:
+                        got.append(hashed.get_nowait())
+                except queue.Empty:
+                    pass
+                for f, err in got:
+                    left -= 1
+                    if err is not None:
+                        raise err
                     if f.sha256 != modes[f.path][2]:
                         ready.append(f)
+                        ready_bytes += f.size
             # A batch goes as soon as it is worth a round trip: big files start uploading while
             # the next ones are still being hashed.
-            if ready and (len(ready) >= BATCH or sum(f.size for f in ready) >= BATCH_BYTES or not pending):
+            if ready and (len(ready) >= BATCH or ready_bytes >= BATCH_BYTES or not left):
                 batch, ready = ready[:BATCH], ready[BATCH:]
+                ready_bytes = sum(f.size for f in ready)
                 planned.append(planner.submit(_schedule, ctx, sched, client, repo_type, repo_id, branch, batch,
-                                              checked))
-                with lock:
-                    changed += [("lfsFile", f) for f in batch]
+                                              checked, verifier))
+                changed += [("lfsFile", f) for f in batch]
             if sched.failed or any(p.done() and p.exception() for p in planned):
                 break
         for p in planned:
@@ -373,19 +414,28 @@ def _upload_lfs(ctx: Context, sched: Scheduler, client: HubClient, repo_type: st
 
 
 def _schedule(ctx: Context, sched: Scheduler, client: HubClient, repo_type: str, repo_id: str, branch: str,
-              batch: list[LocalFile], checked: list) -> None:
+              batch: list[LocalFile], checked: list[CheckedBatch], verifier: ThreadPoolExecutor) -> None:
     # One object per distinct content: two paths with the same bytes upload once.
     unique = {f.sha256: f for f in batch}
     answer = client.lfs_batch(repo_type, repo_id, [{"oid": f.sha256, "size": f.size} for f in unique.values()],
                               ref=branch)
-    for obj in answer.get("objects", []):
-        f = unique.get(obj.get("oid"))
-        if f is None:
-            continue
+    objects = [obj for obj in answer.get("objects", []) if obj.get("oid") in unique]
+    for obj in objects:
         if obj.get("error"):
+            f = unique[obj["oid"]]
             raise HubClientError(f"{f.path}: {obj['error'].get('message', 'refused by the hub')}",
                                  code=f"LFS{obj['error'].get('code', '')}")
+    puts = CheckedBatch(client, sum(1 for obj in objects if _checked_put(obj)), verifier)
+    checked.append(puts)
+    for obj in objects:
+        f = unique[obj["oid"]]
         action = (obj.get("actions") or {}).get("upload")
         if action:
             ctx.progress.add_total(f.size)
-            sched.submit(UploadJob(ctx, f.abspath, f.sha256, f.size, action, obj["actions"].get("verify"), checked))
+            sched.submit(UploadJob(ctx, f.abspath, f.sha256, f.size, action, obj["actions"].get("verify"), puts))
+
+
+def _checked_put(obj: dict) -> bool:
+    """A checked PUT (UploadJob hands it to its batch's verify when it is in)."""
+    actions = obj.get("actions") or {}
+    return "x-amz-content-sha256" in ((actions.get("upload") or {}).get("header") or {}) and bool(actions.get("verify"))
