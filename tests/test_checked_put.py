@@ -8,13 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 
 import requests
 
 from tests.support.hf import LFS_JSON, auth, lfs_batch, push_lfs
+from tests.support.hub_cli import client_env, hub_cmd, ok, run, uploaded
 
 CHECKED = ("basic", "multipart", "hub-checked-put")
 ROOT = Path(__file__).resolve().parent.parent
@@ -281,19 +281,6 @@ def reserved(hub, token: str) -> int:
     return requests.get(f"{hub.url}/api/quota", headers=auth(token), timeout=30).json()["reserved"]
 
 
-def push_env(hub, token: str, tmp_path: Path, **extra: str) -> dict[str, str]:
-    return os.environ | {"HUB_ENDPOINT": hub.url, "HUB_TOKEN": token, "HUB_CACHE_DIR": str(tmp_path / "cache"),
-                         "HF_HUB_CACHE": str(tmp_path / "hf"), "HUB_DISABLE_PROGRESS_BARS": "1",
-                         "HUB_PUSH_UNHASHED_MIN": "16MiB"} | extra
-
-
-def hub_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    out = subprocess.run([str(ROOT / ".venv/bin/hub"), *args], env=env, cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr
-    return out
-
-
 def test_a_large_new_file_goes_up_while_it_is_hashed(hub, alice, unique, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
@@ -301,10 +288,10 @@ def test_a_large_new_file_goes_up_while_it_is_hashed(hub, alice, unique, tmp_pat
     (src / "big.bin").write_bytes(data)
     (src / "small.txt").write_text("beside it\n")
     repo = f"alice/overlap-{unique}"
-    env = push_env(hub, alice, tmp_path)
+    env = client_env(hub, alice, tmp_path, HUB_PUSH_UNHASHED_MIN="16MiB")
     before = reserved(hub, alice)
-    hub_cli(env, "push", str(src), repo)
-    root = Path(hub_cli(env, "pull", repo).stdout.strip())
+    ok(run(env, "push", str(src), repo))
+    root = Path(ok(run(env, "pull", repo)).stdout.strip())
     assert (root / "big.bin").read_bytes() == data and (root / "small.txt").read_text() == "beside it\n"
     (session,) = sessions_of(hub, repo, "big.bin") or [None]
     if hub.name == "embedded":  # (a store that cannot check parts: hashed first, then the LFS batch)
@@ -364,7 +351,7 @@ def test_a_killed_push_of_an_unhashed_upload_resumes_or_starts_over(hub, alice, 
     (src / "w.bin").write_bytes(data)
     repo = f"alice/unhashed-kill-{unique}"
     hub.api(alice).create_repo(repo)
-    env = push_env(hub, alice, tmp_path)
+    env = client_env(hub, alice, tmp_path, HUB_PUSH_UNHASHED_MIN="16MiB")
 
     # A session that never got its hash (the push died within its first moments), with a part in:
     # the next push ends it (its part freed, its reservation released) and starts a new one.
@@ -376,8 +363,8 @@ def test_a_killed_push_of_an_unhashed_upload_resumes_or_starts_over(hub, alice, 
 
     # Killed once the hash is named and two parts are in (2 MiB/s, two workers): the next push
     # hashes first, and the LFS batch hands it the same session, which holds those parts.
-    proc = subprocess.Popen([str(ROOT / ".venv/bin/hub"), "push", str(src), repo, "--limit-rate", "2M",
-                             "--workers", "2"], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([*hub_cmd(), "push", str(src), repo, "--limit-rate", "2M", "--workers", "2"], env=env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def live_parts() -> list | None:
         sid = live_id(hub, repo)
@@ -393,9 +380,9 @@ def test_a_killed_push_of_an_unhashed_upload_resumes_or_starts_over(hub, alice, 
     held = len(parts)
     states = [s["state"] for s in sessions_of(hub, repo, "w.bin")]
     assert states[0] == "aborted"  # the nameless one, ended by the push
-    again = hub_cli(env, "push", str(src), repo)
-    assert int(re.search(r"uploaded (\d+) bytes?\b", again.stderr).group(1)) <= len(data) - held * PART
-    root = Path(hub_cli(env, "pull", repo).stdout.strip())
+    again = ok(run(env, "push", str(src), repo))
+    assert uploaded(again) <= len(data) - held * PART
+    root = Path(ok(run(env, "pull", repo)).stdout.strip())
     assert (root / "w.bin").read_bytes() == data
     assert reserved(hub, alice) == before  # nothing left held by either session
 

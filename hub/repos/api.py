@@ -126,6 +126,16 @@ class ManifestView(APIView):
         return resp
 
 
+def _own_session(request: Request, upload_id: str) -> UploadSession:
+    """The caller's LFS upload session; anyone else's is as missing as one that never existed."""
+    if not request.user.is_authenticated:
+        raise Unauthorized("this needs a token: send Authorization: Bearer <token>")
+    session = UploadSession.objects.filter(pk=upload_id, user=request.user, purpose="lfs").first()
+    if session is None:
+        raise NotFound("no such upload session (it may belong to someone else or have been cleaned up)")
+    return session
+
+
 class UploadSessionView(APIView):
     permission_classes = [AllowAny]  # checked below, to answer in the hub's error vocabulary
 
@@ -135,12 +145,7 @@ class UploadSessionView(APIView):
         responses={200: UploadSchema, 401: ErrorSchema, 404: ErrorSchema},
     )
     def get(self, request: Request, upload_id: str) -> Response:
-        if not request.user.is_authenticated:
-            raise Unauthorized("this needs a token: send Authorization: Bearer <token>")
-        session = UploadSession.objects.filter(pk=upload_id, user=request.user, purpose="lfs").first()
-        if session is None:
-            raise NotFound("no such upload session (it may belong to someone else or have been cleaned up)")
-        session = sessions.revive(session)  # (a completion whose worker died: open again, parts listed)
+        session = sessions.revive(_own_session(request, upload_id))  # (a completion whose worker died: open again, parts listed)
         stored: dict[int, tuple[str, int]] = {}
         part_urls: dict[str, str] = {}
         complete_url = None
@@ -168,11 +173,8 @@ class UploadSessionView(APIView):
         responses={204: None, 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema},
     )
     def patch(self, request: Request, upload_id: str) -> Response:
-        if not request.user.is_authenticated:
-            raise Unauthorized("this needs a token: send Authorization: Bearer <token>")
-        session = UploadSession.objects.filter(pk=upload_id, user=request.user, purpose="lfs",
-                                               state=UploadSession.OPEN).first()
-        if session is None:
+        session = _own_session(request, upload_id)
+        if session.state != UploadSession.OPEN:
             raise NotFound("no such open upload session (it may belong to someone else, or have ended)")
         sha256 = request.data.get("sha256") if isinstance(request.data, dict) else None
         sessions.name_sha256(session, str(sha256 or ""))

@@ -84,9 +84,14 @@ def _digest(sha256: str, fmt: str, limit: int | None) -> str:
     return hashlib.sha256(f"viewer v{VERSION} {fmt} {sha256} {limit or 'all'}".encode()).hexdigest()
 
 
+def _limit(entry: trees.Entry, budget: int) -> int | None:
+    """How much of the file a reading within `budget` takes (None: all of it)."""
+    return budget if entry.size > budget else None
+
+
 def plan_digest(entry: trees.Entry, fmt: str, budget: int) -> str:
     """What a reading of this file (at most `budget` bytes of it) is keyed by."""
-    return _digest(entry.ref, fmt, budget if entry.size > budget else None)
+    return _digest(entry.ref, fmt, _limit(entry, budget))
 
 
 def ensure_file(entry: trees.Entry, fmt: str, budget: int) -> ViewerFile:
@@ -94,8 +99,8 @@ def ensure_file(entry: trees.Entry, fmt: str, budget: int) -> ViewerFile:
     A reading reused is touched (`used` = now) in the same statement that finds it, so hub_gc, which
     only deletes a copy unused since its cutoff, cannot take it from under this run (a copy it took
     first is simply made again). Raises BlobNotLocal for a catalog entry's file not fetched yet."""
-    limit = budget if entry.size > budget else None
-    digest = _digest(entry.ref, fmt, limit)
+    limit = _limit(entry, budget)
+    digest = plan_digest(entry, fmt, budget)
     if ViewerFile.objects.filter(pk=digest).update(used=timezone.now()):
         found = ViewerFile.objects.filter(pk=digest).first()
         if found is not None:
