@@ -166,6 +166,26 @@ def test_it_resumes_a_pull_killed_with_sigkill(hub, alice, unique, tmp_path, seg
     assert (Path(fixed.stdout.strip()) / "big.bin").read_bytes() == files["big.bin"]
 
 
+def test_the_ranges_of_a_large_file_cover_it_once_and_get_smaller_at_its_end():
+    """The hash follows the contiguous prefix of the file, so what is in flight past it when the last
+    byte lands is hashed after it: the last 8 segments' worth goes in quarter-size ranges."""
+    from storage.transfer.engine import _segments
+
+    def check(missing, seg):
+        got = _segments(missing, seg)
+        covered = [(a, b) for a, b in got]
+        assert covered == sorted(covered) and all(a < b for a, b in got)
+        assert sum(b - a for a, b in got) == sum(b - a for a, b in missing)
+        assert all(any(x <= a and b <= y for x, y in missing) for a, b in got)  # nothing outside the holes
+        return [b - a for a, b in got]
+
+    sizes = check([(0, 1 << 30)], 32 * MiB)  # 1 GiB: 24 ranges of 32 MiB, then 32 of 8 MiB
+    assert sizes == [32 * MiB] * 24 + [8 * MiB] * 32
+    sizes = check([(0, 5 * MiB), (100 * MiB, 300 * MiB + 7)], 32 * MiB)  # a resumed file's holes
+    assert sizes[0] == 5 * MiB and sizes[-1] == 8 * MiB + 7 and set(sizes[1:-1]) == {8 * MiB}
+    assert check([(0, 24 * MiB)], 4 * MiB) == [4 * MiB] * 6  # small segments: 4 MiB is the floor
+
+
 def test_a_pull_whose_connections_are_cut_mid_file_finishes_with_the_right_bytes(hub, alice, unique, tmp_path):
     """The segments of a large file are spliced from the socket into the file: a connection cut in
     the middle of one (the bytes come through a relay on the embedded hub) is picked up again from
