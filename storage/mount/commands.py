@@ -14,9 +14,9 @@ from pathlib import Path
 
 from storage.client import MODEL, REPO_TYPES, HubClientError, HubPath, UsageError, parse_hub_path
 from storage.client.console import dispatch, say
-from storage.mount import system
-from storage.mount.process import Ready, default_log, mount_root, spawn
-from storage.transfer.blobcache import BlobCache, cache_dir, cache_limit
+
+# (The mount machinery, the blob cache and its lock library are imported by the commands that use them:
+# `hub` adds these parsers on every command, and the others need none of it.)
 
 EPILOG = ("Settings: HUB_ENDPOINT and HUB_TOKEN (with --auto: HUB_INSTANCE_TOKEN and HUB_MOUNT_ROOT, default "
           "/mnt/hub); HUB_CACHE_DIR (default ~/.cache/hub) and HUB_CACHE_SIZE for the local cache of file bytes "
@@ -85,6 +85,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
                              code="Usage")
         return cmd_auto(args)
     hp = _target(args)
+    from storage.mount import system
+    from storage.mount.process import default_log, spawn
+
     system.check_fuse()
     from storage.mount.common import MountClient
 
@@ -114,6 +117,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 
 def cmd_umount(args: argparse.Namespace) -> int:
+    from storage.mount import system
+    from storage.mount.process import mount_root
+
     if args.auto:
         from storage.mount.agent import umount_auto
 
@@ -136,7 +142,10 @@ def serve(what: str, mountpoint: str, *, client=None, log_file: str | None = Non
     unmounted (or this process gets SIGTERM/SIGINT). Returns the exit status."""
     import logging
 
+    from storage.mount import system
     from storage.mount.common import MountClient, configure_logging
+    from storage.mount.process import Ready
+    from storage.transfer.blobcache import BlobCache, cache_dir, cache_limit
 
     configure_logging(log_file, verbose)
     log = logging.getLogger("hub.mount")
@@ -228,6 +237,8 @@ def _timestamp(text: str | None) -> float:
 def _raise_readahead(mountpoint: str, kib: int = 4096) -> None:
     """Lets the kernel read ahead 4 MiB (not 128 KiB) on a repo mount, in requests of up to 1 MiB:
     fewer, larger reads into Python. Needs root; harmless to skip."""
+    from storage.mount import system
+
     def work() -> None:
         for _ in range(50):
             dev = system.device_of(mountpoint)
