@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,7 +26,15 @@ from urllib.parse import quote
 import urllib3
 
 from storage.client import COMPLETE_RETRY, HubClient, HubClientError, IntegrityError, config_dir
-from storage.transfer.engine import CHUNK, Context, RemoteFile, Stats, _hash_file, _put
+from storage.transfer.engine import (
+    Context,
+    PartHashes,
+    PartSigner,
+    RemoteFile,
+    Stats,
+    _put,
+    explain_refusal,
+)
 from storage.transfer.progress import Progress
 from storage.transfer.ratelimit import RateLimiter
 
@@ -113,14 +120,6 @@ def download(client: HubClient, entries: list[dict], targets: dict[str, Path], *
                                  limit_rate=limit_rate, progress=progress)
 
 
-def _hash(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def upload(client: HubClient, local: str | Path, path: str, *, sha256: str | None = None,
            if_none_match: bool = False, workers: int = 8, limit_rate: float | None = None,
            progress: Progress | None = None, stats: Stats | None = None) -> dict:
@@ -159,24 +158,22 @@ def upload(client: HubClient, local: str | Path, path: str, *, sha256: str | Non
     if session["status"] == "done":
         ctx.progress.update(size)
         return session["entry"]
-    digest: dict[str, str] = {"sha256": sha256} if sha256 else {}
-    hasher = None
-    if not sha256:
-        hasher = threading.Thread(target=lambda: digest.setdefault("sha256", _hash(local)), daemon=True)
-        hasher.start()
     part_size = session["part_size"]
-    held = sum(min(part_size, size - (n - 1) * part_size) for n in session.get("received") or [])
-    ctx.progress.update(held)
+    received = set(session.get("received") or [])
+    ctx.progress.update(sum(min(part_size, size - (n - 1) * part_size) for n in received))
+    # One read of the file hashes the parts to send (a checked session signs each part's URL with
+    # its sha256) and, unless the caller knows it, the whole file.
+    hashes = None
+    todo = [n for n in range(1, session["part_count"] + 1) if n not in received] if session.get("checked") else []
+    if todo or not sha256:
+        hashes = PartHashes(ctx, local, size, part_size, todo, whole=not sha256).start()
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="hub-volume-up") as pool:
             futures = []
-            if session.get("checked"):  # each part's URL comes signed with the part's sha256
-                received = set(session.get("received") or [])
-                for n in range(1, session["part_count"] + 1):
-                    if n not in received:
-                        start = (n - 1) * part_size
-                        futures.append(pool.submit(_checked_part, ctx, session["id"], n, local, start,
-                                                   min(part_size, size - start)))
+            signer = PartSigner(hashes, _part_urls(client, session["id"])) if todo else None
+            for n in todo:
+                start = (n - 1) * part_size
+                futures.append(pool.submit(_checked_part, ctx, signer, n, local, start, min(part_size, size - start)))
             for key, url in sorted(session["parts"].items(), key=lambda kv: int(kv[0])):
                 start = (int(key) - 1) * part_size
                 futures.append(pool.submit(_put, ctx, url, local, start, min(part_size, size - start)))
@@ -184,32 +181,40 @@ def upload(client: HubClient, local: str | Path, path: str, *, sha256: str | Non
                 for fut in futures:
                     fut.result()
             except BaseException:
-                ctx.cancelled.set()
+                ctx.cancelled.set()  # the parts not yet sent, and the hash, stop at their next read
                 raise
-        if hasher:
-            hasher.join()
-        if "sha256" not in digest:
-            raise IntegrityError(f"could not hash {local}", code="HashFailed")
+        digest = sha256 or hashes.whole()
         read = 120 + size / (50 * 2**20)  # the hub reads the assembled file back to verify it
-        resp = client.request("POST", client.url(f"api/volume/uploads/{session['id']}/complete"),
-                              body=json.dumps({"sha256": digest["sha256"]}).encode(),
-                              headers={"Content-Type": "application/json"},
-                              timeout=urllib3.Timeout(connect=10, read=read), retry=COMPLETE_RETRY)
-    except HubClientError:
-        if hasher:
-            hasher.join()
-        raise
+        try:
+            resp = client.request("POST", client.url(f"api/volume/uploads/{session['id']}/complete"),
+                                  body=json.dumps({"sha256": digest}).encode(),
+                                  headers={"Content-Type": "application/json"},
+                                  timeout=urllib3.Timeout(connect=10, read=read), retry=COMPLETE_RETRY)
+        except HubClientError as err:
+            raise explain_refusal(err, local, size, digest) from None
+    finally:
+        if hashes is not None:
+            ctx.cancelled.set()  # (done by now, unless something failed: then it stops at its next read)
+            hashes.join()
     if journal:
         journal.unlink(missing_ok=True)
     ctx.stats.add(files_up=1)
     return json.loads(resp.data)["entry"]
 
 
-def _checked_part(ctx: Context, upload_id: str, n: int, local: Path, start: int, length: int) -> str:
-    """Hashes part n, asks for its URL signed with that hash and sends it (the store checks it)."""
+def _part_urls(client: HubClient, upload_id: str) -> Callable[[dict[int, str]], dict[int, str]]:
+    """{part number: sha256} → {part number: URL signed with it} for PartSigner."""
+    def sign(hashes: dict[int, str]) -> dict[int, str]:
+        got = client.json("POST", f"api/volume/uploads/{upload_id}/parts",
+                          data={"parts": {str(n): sha for n, sha in hashes.items()}})["parts"]
+        return {int(n): url for n, url in got.items()}
+    return sign
+
+
+def _checked_part(ctx: Context, signer: PartSigner, n: int, local: Path, start: int, length: int) -> str:
+    """Sends part n through a URL signed with its sha256 (the store checks the bytes against it)."""
     ctx.check()
-    sha = _hash_file(local, length, start=start).hexdigest()
-    url = ctx.client.json("POST", f"api/volume/uploads/{upload_id}/parts", data={"parts": {str(n): sha}})["parts"][str(n)]
+    sha, url = signer.url(n)
     return _put(ctx, url, local, start, length, {"x-amz-content-sha256": sha})
 
 

@@ -27,7 +27,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -407,6 +407,142 @@ def _hash_file(path: Path, upto: int | None = None, h=None, start: int = 0):
             if remaining is not None:
                 remaining -= len(chunk)
     return h
+
+
+HASH_READ = 256 << 10  # what a hash reads at a time (fits the CPU's cache, unlike 1 MiB or more)
+PART_HASHERS = 2  # threads that hash parts ahead of the senders (what two cores can keep busy)
+
+
+class PartHashes:
+    """The sha256 of each part of a file sent in parts of `part_size` bytes (`parts`: the numbers to
+    send) and, if `whole`, of the whole file, computed on threads of their own: parts in order, by
+    PART_HASHERS threads that run ahead of the workers sending them (a worker waits only for the part
+    it is about to send, instead of hashing it between two PUTs while its stream idles), the whole file
+    by one more thread, which `on_whole(sha256)` tells as soon as it is done. `part(n)` waits for part
+    n; `whole()` for the whole file (checked not to have changed size meanwhile). A failure (the file
+    changed, Ctrl-C: ctx.cancelled) is raised to every waiter."""
+
+    def __init__(self, ctx: Context, path: Path, size: int, part_size: int, parts: Iterable[int],
+                 whole: bool = False, on_whole: Callable[[str], None] | None = None) -> None:
+        self.ctx, self.path, self.size, self.part_size = ctx, path, size, part_size
+        self.todo = iter(sorted(parts))
+        self.want_whole, self.on_whole = whole, on_whole
+        self.digests: dict[int, str] = {}
+        self.whole_digest: str | None = None
+        self.error: BaseException | None = None
+        self.running = 0
+        self.cond = threading.Condition()
+        self.threads = [threading.Thread(target=self._guard, args=(self._parts,), name=f"hub-part-hash-{i}",
+                                         daemon=True) for i in range(PART_HASHERS)]
+        if whole:
+            self.threads.append(threading.Thread(target=self._guard, args=(self._whole,), name="hub-whole-hash",
+                                                 daemon=True))
+
+    def start(self) -> PartHashes:
+        self.running = len(self.threads)
+        for t in self.threads:
+            t.start()
+        return self
+
+    def _guard(self, work: Callable[[int], None]) -> None:
+        try:
+            with open(self.path, "rb", buffering=0) as fh:
+                work(fh.fileno())
+        except BaseException as err:  # noqa: BLE001 - raised to whoever waits for a digest
+            with self.cond:
+                self.error = self.error or err
+        finally:
+            with self.cond:
+                self.running -= 1
+                self.cond.notify_all()
+
+    def _hash(self, fd: int, start: int, length: int, h) -> None:
+        buf = bytearray(HASH_READ)
+        view = memoryview(buf)
+        while length > 0:
+            self.ctx.check()
+            if self.error is not None:
+                return  # (another hash failed: it is what the waiters hear)
+            got = os.preadv(fd, [view[:min(HASH_READ, length)]], start)
+            if not got:
+                raise IntegrityError(f"{self.path} shrank while it was being uploaded", code="FileChanged")
+            h.update(view[:got])
+            start, length = start + got, length - got
+
+    def _parts(self, fd: int) -> None:
+        while True:
+            with self.cond:
+                n = next(self.todo, None)
+            if n is None:
+                return
+            start = (n - 1) * self.part_size
+            h = hashlib.sha256()
+            self._hash(fd, start, min(self.part_size, self.size - start), h)
+            with self.cond:
+                self.digests[n] = h.hexdigest()
+                self.cond.notify_all()
+
+    def _whole(self, fd: int) -> None:
+        h = hashlib.sha256()
+        self._hash(fd, 0, self.size, h)
+        if os.fstat(fd).st_size != self.size:
+            raise IntegrityError(f"{self.path} changed while it was being uploaded", code="FileChanged")
+        if self.error is None:
+            self.whole_digest = h.hexdigest()
+            if self.on_whole is not None:
+                self.on_whole(self.whole_digest)
+
+    def part(self, n: int) -> str:
+        with self.cond:
+            while n not in self.digests and self.error is None and self.running:
+                self.cond.wait()
+            if n in self.digests:
+                return self.digests[n]
+        raise self.error or IntegrityError(f"{self.path}: part {n} was not hashed", code="HashFailed")
+
+    def ready(self) -> dict[int, str]:
+        """The parts hashed so far."""
+        with self.cond:
+            return dict(self.digests)
+
+    def whole(self) -> str:
+        self.join()
+        if self.error is not None:
+            raise self.error
+        assert self.whole_digest is not None
+        return self.whole_digest
+
+    def join(self) -> None:
+        for t in self.threads:
+            t.join()
+
+
+class PartSigner:
+    """Part URLs signed with each part's sha256 (from `hashes`): `sign({n: sha256})` returns
+    {n: URL}. A part's URL is asked for together with every other part hashed by then and not yet
+    handed out, so the parts the hash has run ahead to cost one request, not one each."""
+
+    def __init__(self, hashes: PartHashes, sign: Callable[[dict[int, str]], dict[int, str]]) -> None:
+        self.hashes, self.sign = hashes, sign
+        self.lock = threading.Lock()
+        self.signed: dict[int, str] = {}  # asked for ahead of their workers
+        self.handed: set[int] = set()
+
+    def url(self, n: int) -> tuple[str, str]:
+        """(sha256, signed URL) of part n, once it is hashed."""
+        sha = self.hashes.part(n)
+        with self.lock:
+            url = self.signed.pop(n, None)
+            if url is None:
+                ask = {m: d for m, d in self.hashes.ready().items() if m not in self.signed and m not in self.handed}
+                ask[n] = sha
+            self.handed.add(n)
+        if url is None:
+            got = self.sign(ask)
+            with self.lock:
+                self.signed.update({m: u for m, u in got.items() if m not in self.handed})
+            url = got[n]
+        return sha, url
 
 
 def _verify(rf: RemoteFile, digest: str, partial: Path) -> None:
@@ -811,9 +947,35 @@ def _put(ctx: Context, url: str, path: Path, start: int, length: int, headers: d
         except TransportError as err:
             failures += 1
             retryable = err.code == "ConnectionError" or (err.status or 0) in RETRY.statuses
+            signed = (headers or {}).get("x-amz-content-sha256")
+            if signed and err.code in ("XAmzContentSHA256Mismatch", "BadDigest"):
+                # The store refused bytes that do not hash to what the URL was signed with: the file
+                # changed since it was hashed, or the bytes were damaged on the way (then: again).
+                if _hash_file(path, length, start=start).hexdigest() != signed:
+                    raise _changed(path, start, length) from None
+                retryable = True
             if not retryable or failures >= RETRY.attempts:
                 raise
             time.sleep(RETRY.delay(failures - 1))
+
+
+def _changed(path: Path, start: int, length: int) -> IntegrityError:
+    return IntegrityError(f"{path} changed while it was being uploaded (bytes {start:,} to {start + length:,} "
+                          "differ from when they were hashed): run the command again once nothing is writing to it",
+                          code="FileChanged")
+
+
+def explain_refusal(err: HubClientError, path: Path, size: int, sha256: str) -> HubClientError:
+    """What to raise when the hub refused an upload's bytes as not hashing to `sha256` (422): that the
+    local file changed since it was hashed — the usual cause, and one the user can act on — if it no
+    longer has that size and hash; otherwise the hub's own error."""
+    if err.status != 422 or not sha256:
+        return err
+    try:
+        same = os.stat(path).st_size == size and _hash_file(path).hexdigest() == sha256
+    except OSError:
+        same = False
+    return err if same else _changed(path, 0, size)
 
 
 _ONCE = type(RETRY)(attempts=1)
@@ -833,12 +995,16 @@ class UploadJob(Job):
         self.quick = size <= QUICK_SIZE and "chunk_size" not in (action.get("header") or {})
         self.etags: dict[int, str] = {}
         self.complete_url = action["href"]
+        self.hashes: PartHashes | None = None  # (checked parts)
+        self.signer: PartSigner | None = None
+        self.whole_wanted = False  # (UnhashedUploadJob: the whole file's sha256 from the same read)
+        self.on_whole: Callable[[str], None] | None = None
 
     def tasks(self) -> list[Callable[[], None]]:
         header = self.action.get("header") or {}
         if "chunk_size" not in header:
             sent = {k: v for k, v in header.items() if k.lower().startswith("x-amz-")}
-            return [lambda: _put(self.ctx, self.action["href"], self.path, 0, self.size, sent)]
+            return [lambda: self._explained(_put, self.ctx, self.action["href"], self.path, 0, self.size, sent)]
         chunk = int(header["chunk_size"])
         # A checked session hands out no plain part URLs: each part's comes signed with its sha256.
         checked = header.get("checked") == "sha256"
@@ -857,15 +1023,19 @@ class UploadJob(Job):
                 if held:
                     self.ctx.progress.update(held)
                     self.ctx.stats.add(files_resumed=1)
+        numbers = [n for n in (range(1, max(1, -(-self.size // chunk)) + 1) if checked else sorted(urls))
+                   if n not in self.etags]
+        if checked and (numbers or self.whole_wanted):
+            self.hashes = PartHashes(self.ctx, self.path, self.size, chunk, numbers, whole=self.whole_wanted,
+                                     on_whole=self.on_whole).start()
+            upload_id = header["upload_id"]
+            self.signer = PartSigner(self.hashes, lambda hashes: self.ctx.client.checked_part_urls(upload_id, hashes))
         tasks = []
-        for n in range(1, max(1, -(-self.size // chunk)) + 1) if checked else sorted(urls):
-            if n in self.etags:
-                continue
+        for n in numbers:
             start = (n - 1) * chunk
             length = min(chunk, self.size - start)
             if checked:
-                tasks.append(lambda n=n, start=start, length=length: self._checked_part(
-                    header["upload_id"], n, start, length))
+                tasks.append(lambda n=n, start=start, length=length: self._checked_part(n, start, length))
             else:
                 tasks.append(lambda n=n, start=start, length=length: self._part(n, urls[n], start, length))
         return tasks or [lambda: None]
@@ -875,12 +1045,11 @@ class UploadJob(Job):
         with self.lock:
             self.etags[n] = etag
 
-    def _checked_part(self, upload_id: str, n: int, start: int, length: int) -> None:
-        """Hashes part n, asks for its URL signed with that hash, and sends it: the store checks the
-        bytes as they land, so the hub need not read the file back to trust it."""
+    def _checked_part(self, n: int, start: int, length: int) -> None:
+        """Sends part n through a URL signed with its sha256: the store checks the bytes as they land,
+        so the hub need not read the file back to trust them."""
         self.ctx.check()
-        sha = _hash_file(self.path, length, start=start).hexdigest()
-        url = self.ctx.client.checked_part_urls(upload_id, {n: sha})[n]
+        sha, url = self.signer.url(n)
         self._part(n, url, start, length, {"x-amz-content-sha256": sha})
 
     def complete(self) -> None:
@@ -892,18 +1061,24 @@ class UploadJob(Job):
             lfs = "application/vnd.git-lfs+json"
             # The hub reads the assembled object back to verify its sha256: allow for that.
             read = 120 + self.size / (50 * MiB)
-            self.ctx.client.request("POST", self.complete_url, body=json.dumps(body).encode(),
-                                    headers={"Content-Type": lfs, "Accept": lfs},
-                                    timeout=urllib3.Timeout(connect=10, read=read), retry=COMPLETE_RETRY)
+            self._explained(self.ctx.client.request, "POST", self.complete_url, body=json.dumps(body).encode(),
+                            headers={"Content-Type": lfs, "Accept": lfs},
+                            timeout=urllib3.Timeout(connect=10, read=read), retry=COMPLETE_RETRY)
         self.ctx.stats.add(files_up=1)
+
+    def _explained(self, fn: Callable, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except HubClientError as err:
+            raise explain_refusal(err, self.path, self.size, self.sha256) from None
 
 
 class UnhashedUploadJob(UploadJob):
     """An upload whose session was opened before the file's sha256 was known (HubClient.
-    start_unhashed_upload): the whole file is hashed as one more task beside its checked parts, so
-    hashing and sending overlap instead of following each other. The sha256 is named to the hub as
-    soon as it is known (a killed push's next run then resumes the session through the LFS batch)
-    and again by the completion; `on_hash(sha256)` tells the caller."""
+    start_unhashed_upload): the read that hashes its checked parts (PartHashes) hashes the whole file
+    too, so hashing and sending overlap instead of following each other. The sha256 is named to the
+    hub as soon as it is known (a killed push's next run then resumes the session through the LFS
+    batch) and again by the completion; `on_hash(sha256)` tells the caller."""
 
     def __init__(self, ctx: Context, path: Path, size: int, session: dict,
                  on_hash: Callable[[str], None]) -> None:
@@ -911,17 +1086,18 @@ class UnhashedUploadJob(UploadJob):
             "chunk_size": str(session["part_size"]), "upload_id": session["upload_id"], "checked": "sha256"}}
         super().__init__(ctx, path, "", size, action)
         self.upload_id, self.on_hash = session["upload_id"], on_hash
+        self.whole_wanted, self.on_whole = True, self._named
 
-    def tasks(self) -> list[Callable[[], None]]:
-        return [self._hash, *super().tasks()]
-
-    def _hash(self) -> None:
-        sha = _hash_file(self.path).hexdigest()
-        if os.stat(self.path).st_size != self.size:
-            raise IntegrityError(f"{self.path} changed while it was being uploaded", code="FileChanged")
+    def _named(self, sha: str) -> None:
+        """The whole file's sha256, as soon as the read that hashes the parts has passed its end."""
         self.sha256 = sha
         self.on_hash(sha)
         try:
             self.ctx.client.name_upload_sha256(self.upload_id, sha)
         except HubClientError:
             pass  # (the completion names it too; only a resume after a kill needs it earlier)
+
+    def complete(self) -> None:
+        assert self.hashes is not None
+        self.hashes.whole()  # (raises what stopped it: the file changed, Ctrl-C)
+        super().complete()
