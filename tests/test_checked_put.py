@@ -8,9 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
+import time
 from pathlib import Path
 
+import pytest
 import requests
 
 from tests.support.hf import LFS_JSON, auth, lfs_batch, push_lfs
@@ -301,6 +304,42 @@ def test_a_large_new_file_goes_up_while_it_is_hashed(hub, alice, unique, tmp_pat
     assert session["key"].startswith("blobs/pending/") and session["checked"] is True
     assert (session["state"], session["sha256"]) == ("done", obj(data)[0])
     assert reserved(hub, alice) == before  # the commit turned what the upload reserved into usage
+
+
+@pytest.mark.parametrize("how,change", [("push", "truncated"), ("push", "rewritten"), ("cp", "rewritten")])
+def test_a_file_that_changes_while_it_goes_up_fails_clearly_and_lands_nowhere(hub, alice, unique, tmp_path, how,
+                                                                              change):
+    """Parts are hashed ahead of the streams that send them, so a file written to meanwhile is caught
+    by whatever sees it first: a read that comes up short, or the store refusing a part that no longer
+    hashes to what its URL was signed with (then the client hashes the part again to tell a changed
+    file from bytes damaged on the way). Either way: one clear line, and nothing committed or written."""
+    src = tmp_path / "src"
+    src.mkdir()
+    big = src / "big.bin"
+    big.write_bytes(os.urandom(2 * PART + 7))
+    repo, dst = f"alice/changing-{unique}", f"volume/changing-{unique}/big.bin"
+    env = client_env(hub, alice, tmp_path, HUB_PUSH_UNHASHED_MIN="16MiB")
+    args = ["push", str(src), repo] if how == "push" else ["cp", str(big), f"hub://{dst}"]
+    proc = subprocess.Popen([*hub_cmd(), *args, "--limit-rate", "4M"], env=env, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.0)  # ~4 MiB of 16 sent: every part hashed, the end of each not yet sent
+    assert proc.poll() is None, proc.stderr.read()
+    if change == "truncated":
+        os.truncate(big, PART)
+    else:
+        with open(big, "r+b") as fh:
+            fh.seek(2 * PART - MIB)
+            fh.write(os.urandom(MIB))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and out == "", (out, err)
+    line = err.strip().splitlines()[-1]
+    assert re.fullmatch(rf"error: {re.escape(str(big))} (changed|shrank) while it was being uploaded.*", line), err
+    if how == "push":
+        assert "deleted the empty model" in line
+        assert requests.get(f"{hub.url}/api/models/{repo}", headers=auth(alice), timeout=30).status_code == 404
+    else:
+        assert requests.get(f"{hub.url}/api/volume/stat", params={"path": dst}, headers=auth(alice),
+                            timeout=30).status_code == 404
 
 
 def test_unhashed_sessions_answer_like_every_door(hub, alice, bob, unique):

@@ -11,6 +11,7 @@ layer requests adds nothing to for bulk bytes, and its PoolManager is thread-saf
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -216,8 +217,11 @@ class HubClient:
         message = message or headers.get("X-Error-Message") or ""
         if origin(url) != self._origin:  # the object store answered (expired URL, missing object...)
             text = raw[:200].decode("utf-8", "replace").replace("\n", " ")
+            s3_code = _S3_CODE.search(raw[:1000])  # (S3's XML error: its code says what went wrong)
             return TransportError(f"the storage server answered HTTP {status} for a download or upload URL"
-                                  f"{': ' + text if text else ''}", code=code or "StoreError", status=status)
+                                  f"{': ' + text if text else ''}",
+                                  code=code or (s3_code.group(1).decode("ascii", "replace") if s3_code else "StoreError"),
+                                  status=status)
         if status == 401:
             if self.token:
                 source = self.settings.token_source
@@ -480,6 +484,7 @@ def _ack_now(resp: urllib3.BaseHTTPResponse) -> None:
 
 
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)
+_S3_CODE = re.compile(rb"<Code>([A-Za-z0-9.]{1,64})</Code>")
 
 
 def _next_link(header: str) -> str | None:
