@@ -312,7 +312,8 @@ def test_a_file_that_changes_while_it_goes_up_fails_clearly_and_lands_nowhere(hu
     """Parts are hashed ahead of the streams that send them, so a file written to meanwhile is caught
     by whatever sees it first: a read that comes up short, or the store refusing a part that no longer
     hashes to what its URL was signed with (then the client hashes the part again to tell a changed
-    file from bytes damaged on the way). Either way: one clear line, and nothing committed or written."""
+    file from bytes damaged on the way). Either way: one clear line, nothing committed or written, and
+    the upload session ended (DELETE) so that its reservation is released at once."""
     src = tmp_path / "src"
     src.mkdir()
     big = src / "big.bin"
@@ -320,9 +321,14 @@ def test_a_file_that_changes_while_it_goes_up_fails_clearly_and_lands_nowhere(hu
     repo, dst = f"alice/changing-{unique}", f"volume/changing-{unique}/big.bin"
     env = client_env(hub, alice, tmp_path, HUB_PUSH_UNHASHED_MIN="16MiB")
     args = ["push", str(src), repo] if how == "push" else ["cp", str(big), f"hub://{dst}"]
+    before = reserved(hub, alice)
     proc = subprocess.Popen([*hub_cmd(), *args, "--limit-rate", "4M"], env=env, cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(1.0)  # ~4 MiB of 16 sent: every part hashed, the end of each not yet sent
+    deadline = time.monotonic() + 60
+    while reserved(hub, alice) <= before:  # its upload session is open: the parts are being hashed
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    time.sleep(0.5)  # ~6 MiB of 16 sent (4 at once, then 4 MiB/s): every part hashed, none sent whole
     assert proc.poll() is None, proc.stderr.read()
     if change == "truncated":
         os.truncate(big, PART)
@@ -340,6 +346,8 @@ def test_a_file_that_changes_while_it_goes_up_fails_clearly_and_lands_nowhere(hu
     else:
         assert requests.get(f"{hub.url}/api/volume/stat", params={"path": dst}, headers=auth(alice),
                             timeout=30).status_code == 404
+    # its session can never complete (another file now): ended at once, what it reserved given back
+    assert reserved(hub, alice) == before
 
 
 def test_unhashed_sessions_answer_like_every_door(hub, alice, bob, unique):

@@ -242,6 +242,13 @@ def release_blobs(ns: Namespace | int, sha256s) -> None:
         release(r)
 
 
+def release_unsent(ns: Namespace | int, user, sha256: str) -> None:
+    """`user` will not send the bytes an LFS batch reserved for `sha256` in `ns` after all (the file
+    changed under the upload): that reservation is given back now rather than at its expiry."""
+    for r in Reservation.objects.filter(namespace=ns, user=user, sha256=sha256):
+        release(r)
+
+
 @dataclass
 class Hold:
     """Reservations a running request or task holds (see the module's rule). Use as a context:

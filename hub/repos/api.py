@@ -3,7 +3,7 @@
 * GET /api/v1/repos/{model|dataset}/{ns}/{name}/manifest — every file of a commit with size, sha256
   and a ready download URL, in pages: `hub pull` fetches and verifies a snapshot without one request
   to the hub per file.
-* GET /api/v1/uploads/{upload_id} — what a multipart upload session (opened by the LFS batch, whose
+* GET /api/v1/uploads/{upload_id} (DELETE: end it) — what a multipart upload session (opened by the LFS batch, whose
   multipart `header` carries `upload_id`) has received so far, with fresh URLs for the missing
   parts: a killed `hub push` continues from the last stored part.
 * POST /api/v1/uploads — a checked upload session for a new file of a repo, opened before its
@@ -178,6 +178,20 @@ class UploadSessionView(APIView):
             raise NotFound("no such open upload session (it may belong to someone else, or have ended)")
         sha256 = request.data.get("sha256") if isinstance(request.data, dict) else None
         sessions.name_sha256(session, str(sha256 or ""))
+        return Response(status=204)
+
+
+    @extend_schema(
+        summary="End your own open upload session",
+        description="Its parts are freed in the store and what was reserved of the quota for its bytes is "
+                    "released (a client whose file changed under it ends its session this way; a session whose "
+                    "completion failed on its bytes may be ended too). 404 for a session that is not yours or "
+                    "has completed.",
+        responses={204: None, 401: ErrorSchema, 404: ErrorSchema},
+    )
+    def delete(self, request: Request, upload_id: str) -> Response:
+        if not sessions.abandon(_own_session(request, upload_id)):
+            raise NotFound("no such upload session to end (it may belong to someone else, or have completed)")
         return Response(status=204)
 
 

@@ -364,6 +364,25 @@ def abort_session(session: UploadSession) -> bool:
     return True
 
 
+def abandon(session: UploadSession) -> bool:
+    """Its client says the bytes will never come (the file changed under the upload): the session
+    ends as abort_session ends it — or stays ended, if a completion failed on those bytes — and what
+    was reserved for them is given back now rather than at its expiry: the session's own reservation,
+    and what an LFS batch reserved for its sha256 (such reservations ride with the batch, not the
+    session) unless another open session of the same user is uploading those bytes. False when the
+    session completed (or is completing)."""
+    abort_session(session)
+    if not UploadSession.objects.filter(pk=session.pk, state=UploadSession.ABORTED).exists():
+        return False
+    if session.reservation_id and UploadSession.objects.filter(pk=session.pk, reservation__isnull=False).update(
+            reservation=None):
+        quotas.release(session.reservation)
+    if session.sha256 and session.repo_id and not UploadSession.objects.filter(
+            user=session.user_id, sha256=session.sha256, state=UploadSession.OPEN).exists():
+        quotas.release_unsent(session.repo.namespace_id, session.user_id, session.sha256)
+    return True
+
+
 def _drop_session_bytes(session: UploadSession) -> None:
     """Frees what an ended session left in the store: its parts, or the object they were assembled
     into when a completion could not finish (unless a blob lives there)."""

@@ -14,6 +14,7 @@ bytes come down to a temporary file and go up again (copy_in).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import tempfile
@@ -192,6 +193,13 @@ def upload(client: HubClient, local: str | Path, path: str, *, sha256: str | Non
                                   timeout=urllib3.Timeout(connect=10, read=read), retry=COMPLETE_RETRY)
         except HubClientError as err:
             raise explain_refusal(err, local, size, digest) from None
+    except IntegrityError as err:
+        if err.code == "FileChanged":  # another file now: this session can never complete nor resume
+            with contextlib.suppress(HubClientError):
+                client.request("DELETE", client.url(f"api/volume/uploads/{session['id']}"))
+            if journal:
+                journal.unlink(missing_ok=True)
+        raise
     finally:
         if hashes is not None:
             ctx.cancelled.set()  # (done by now, unless something failed: then it stops at its next read)

@@ -17,6 +17,7 @@ Uploads
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -997,6 +998,7 @@ class UploadJob(Job):
         self.complete_url = action["href"]
         self.hashes: PartHashes | None = None  # (checked parts)
         self.signer: PartSigner | None = None
+        self.ended = False  # (its session ended by this client: the file changed)
         self.whole_wanted = False  # (UnhashedUploadJob: the whole file's sha256 from the same read)
         self.on_whole: Callable[[str], None] | None = None
 
@@ -1035,10 +1037,26 @@ class UploadJob(Job):
             start = (n - 1) * chunk
             length = min(chunk, self.size - start)
             if checked:
-                tasks.append(lambda n=n, start=start, length=length: self._checked_part(n, start, length))
+                tasks.append(lambda n=n, start=start, length=length: self._ended_if_changed(
+                    self._checked_part, n, start, length))
             else:
-                tasks.append(lambda n=n, start=start, length=length: self._part(n, urls[n], start, length))
+                tasks.append(lambda n=n, start=start, length=length: self._ended_if_changed(
+                    self._part, n, urls[n], start, length))
         return tasks or [lambda: None]
+
+    def _ended_if_changed(self, fn: Callable, *args) -> None:
+        """Runs fn; if the file turned out to have changed under the upload, its session can never be
+        completed or resumed (another file, another hash): ends it at once, so that its parts and what
+        it reserved of the quota are given back now rather than when it expires."""
+        try:
+            fn(*args)
+        except IntegrityError as err:
+            upload_id = (self.action.get("header") or {}).get("upload_id")
+            if err.code == "FileChanged" and upload_id and not self.ended:
+                self.ended = True
+                with contextlib.suppress(HubClientError):
+                    self.ctx.client.abort_upload(upload_id)
+            raise
 
     def _part(self, n: int, url: str, start: int, length: int, headers: dict | None = None) -> None:
         etag = _put(self.ctx, url, self.path, start, length, headers)
@@ -1053,6 +1071,9 @@ class UploadJob(Job):
         self._part(n, url, start, length, {"x-amz-content-sha256": sha})
 
     def complete(self) -> None:
+        self._ended_if_changed(self._complete)
+
+    def _complete(self) -> None:
         header = self.action.get("header") or {}
         if "x-amz-content-sha256" in header and self.verify and self.checked is not None:
             self.checked.append((self.verify["href"], self.sha256, self.size))
@@ -1099,5 +1120,5 @@ class UnhashedUploadJob(UploadJob):
 
     def complete(self) -> None:
         assert self.hashes is not None
-        self.hashes.whole()  # (raises what stopped it: the file changed, Ctrl-C)
+        self._ended_if_changed(self.hashes.whole)  # (raises what stopped it: the file changed, Ctrl-C)
         super().complete()
