@@ -203,10 +203,16 @@ class Env:
         return {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
 
     def delete_prefix(self, prefix: str) -> None:
+        """Deletes what a peer uploaded (the one-node store's space), and has the store collect it now:
+        RGW's garbage collector would otherwise remove the data 30-60 s later, under whichever side
+        is running then."""
+        from tests.conftest import _rgw
+
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
             keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
             if keys:
                 self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": keys, "Quiet": True})
+        _rgw("gc")
 
 
 # --- mounts ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #   tests/s3/rgw.sh destroy   # stop and delete the data dir
 #   tests/s3/rgw.sh status    # print which daemons are running (exit 1 if not all three)
 #   tests/s3/rgw.sh env       # print `export AWS_...` lines: eval "$(tests/s3/rgw.sh env)"
+#   tests/s3/rgw.sh gc        # collect deleted objects now (benchmarks: not under the next side's time)
 #
 # Environment:
 #   HUB_RGW_DIR      data dir, default /tmp/hub-rgw (config, mon/osd data, logs, pid files)
@@ -508,6 +509,12 @@ export AWS_DEFAULT_REGION=$REGION
 EOF
 }
 
+# Deleted objects' data goes to RGW's garbage collector (rgw_gc_obj_min_wait above), which removes it
+# later, in the background, on the same cores: `gc` does it now, and returns when it is done.
+cmd_gc() {
+    rgw_admin gc process --include-all >/dev/null
+}
+
 # Serialize start/stop/destroy so two test processes calling `start` at once do not both mkfs.
 with_lock() {
     if command -v flock >/dev/null 2>&1; then
@@ -525,8 +532,9 @@ case "${1:-}" in
     destroy) with_lock cmd_destroy ;;
     status)  cmd_status ;;
     env)     cmd_env ;;
+    gc)      cmd_gc ;;
     *)
-        sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac
