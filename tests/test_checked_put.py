@@ -328,7 +328,7 @@ def test_a_file_that_changes_while_it_goes_up_fails_clearly_and_lands_nowhere(hu
     while reserved(hub, alice) <= before:  # its upload session is open: the parts are being hashed
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
         time.sleep(0.05)
-    time.sleep(0.5)  # ~6 MiB of 16 sent (4 at once, then 4 MiB/s): every part hashed, none sent whole
+    time.sleep(1.0)  # ~8 MiB of 16 sent (4 at once, then 4 MiB/s; ~2.7 of each part): every part hashed
     assert proc.poll() is None, proc.stderr.read()
     if change == "truncated":
         os.truncate(big, PART)
