@@ -173,8 +173,7 @@ def test_the_ranges_of_a_large_file_cover_it_once_and_get_smaller_at_its_end():
 
     def check(missing, seg):
         got = _segments(missing, seg)
-        covered = [(a, b) for a, b in got]
-        assert covered == sorted(covered) and all(a < b for a, b in got)
+        assert got == sorted(got) and all(a < b for a, b in got)
         assert sum(b - a for a, b in got) == sum(b - a for a, b in missing)
         assert all(any(x <= a and b <= y for x, y in missing) for a, b in got)  # nothing outside the holes
         return [b - a for a, b in got]

@@ -235,17 +235,12 @@ def await_commit(ns: Namespace | int, *sha256s: str) -> None:
         Reservation.objects.filter(namespace=ns, sha256__in=sha256s).update(expires=until)
 
 
-def release_blobs(ns: Namespace | int, sha256s) -> None:
-    """A commit naming these uploaded blobs failed: what was reserved for them is given back (a
-    retried commit is charged again, and checked against the limit then)."""
-    for r in Reservation.objects.filter(namespace=ns, sha256__in=list(sha256s)):
-        release(r)
-
-
-def release_unsent(ns: Namespace | int, user, sha256: str) -> None:
-    """`user` will not send the bytes an LFS batch reserved for `sha256` in `ns` after all (the file
-    changed under the upload): that reservation is given back now rather than at its expiry."""
-    for r in Reservation.objects.filter(namespace=ns, user=user, sha256=sha256):
+def release_blobs(ns: Namespace | int, sha256s, user=None) -> None:
+    """What was reserved in `ns` for these blobs (only `user`'s, if given) is given back: a commit
+    naming them failed (a retried commit is charged again, and checked against the limit then), or
+    their uploader will not send them after all (the file changed under the upload)."""
+    mine = Reservation.objects.filter(namespace=ns, sha256__in=list(sha256s))
+    for r in mine.filter(user=user) if user is not None else mine:
         release(r)
 
 

@@ -180,7 +180,6 @@ class UploadSessionView(APIView):
         sessions.name_sha256(session, str(sha256 or ""))
         return Response(status=204)
 
-
     @extend_schema(
         summary="End your own open upload session",
         description="Its parts are freed in the store and what was reserved of the quota for its bytes is "

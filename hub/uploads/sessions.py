@@ -379,7 +379,7 @@ def abandon(session: UploadSession) -> bool:
         quotas.release(session.reservation)
     if session.sha256 and session.repo_id and not UploadSession.objects.filter(
             user=session.user_id, sha256=session.sha256, state=UploadSession.OPEN).exists():
-        quotas.release_unsent(session.repo.namespace_id, session.user_id, session.sha256)
+        quotas.release_blobs(session.repo.namespace_id, [session.sha256], user=session.user_id)
     return True
 
 

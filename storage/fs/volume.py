@@ -162,8 +162,8 @@ def upload(client: HubClient, local: str | Path, path: str, *, sha256: str | Non
     part_size = session["part_size"]
     received = set(session.get("received") or [])
     ctx.progress.update(sum(min(part_size, size - (n - 1) * part_size) for n in received))
-    # One read of the file hashes the parts to send (a checked session signs each part's URL with
-    # its sha256) and, unless the caller knows it, the whole file.
+    # PartHashes hashes the parts to send ahead of their PUTs (a checked session signs each part's URL
+    # with its sha256) and, unless the caller knows it, the whole file.
     hashes = None
     todo = [n for n in range(1, session["part_count"] + 1) if n not in received] if session.get("checked") else []
     if todo or not sha256:

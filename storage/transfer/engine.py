@@ -999,7 +999,7 @@ class UploadJob(Job):
         self.hashes: PartHashes | None = None  # (checked parts)
         self.signer: PartSigner | None = None
         self.ended = False  # (its session ended by this client: the file changed)
-        self.whole_wanted = False  # (UnhashedUploadJob: the whole file's sha256 from the same read)
+        self.whole_wanted = False  # (UnhashedUploadJob: PartHashes hashes the whole file too)
         self.on_whole: Callable[[str], None] | None = None
 
     def tasks(self) -> list[Callable[[], None]]:
@@ -1096,8 +1096,8 @@ class UploadJob(Job):
 
 class UnhashedUploadJob(UploadJob):
     """An upload whose session was opened before the file's sha256 was known (HubClient.
-    start_unhashed_upload): the read that hashes its checked parts (PartHashes) hashes the whole file
-    too, so hashing and sending overlap instead of following each other. The sha256 is named to the
+    start_unhashed_upload): PartHashes hashes the whole file on a thread of its own beside the parts'
+    hashes, so hashing and sending overlap instead of following each other. The sha256 is named to the
     hub as soon as it is known (a killed push's next run then resumes the session through the LFS
     batch) and again by the completion; `on_hash(sha256)` tells the caller."""
 
@@ -1110,7 +1110,7 @@ class UnhashedUploadJob(UploadJob):
         self.whole_wanted, self.on_whole = True, self._named
 
     def _named(self, sha: str) -> None:
-        """The whole file's sha256, as soon as the read that hashes the parts has passed its end."""
+        """The whole file's sha256, as soon as PartHashes has it."""
         self.sha256 = sha
         self.on_hash(sha)
         try:
