@@ -1001,6 +1001,7 @@ class UploadJob(Job):
         self.ended = False  # (its session ended by this client: the file changed)
         self.whole_wanted = False  # (UnhashedUploadJob: PartHashes hashes the whole file too)
         self.on_whole: Callable[[str], None] | None = None
+        self.fresh = False  # (a session opened just now: it holds no parts, nothing to ask about)
 
     def tasks(self) -> list[Callable[[], None]]:
         header = self.action.get("header") or {}
@@ -1011,7 +1012,7 @@ class UploadJob(Job):
         # A checked session hands out no plain part URLs: each part's comes signed with its sha256.
         checked = header.get("checked") == "sha256"
         urls = {int(k): v for k, v in header.items() if k.isdigit()}
-        if header.get("upload_id"):
+        if header.get("upload_id") and not self.fresh:
             try:
                 status = self.ctx.client.upload_status(header["upload_id"])
             except HubClientError:
@@ -1108,6 +1109,7 @@ class UnhashedUploadJob(UploadJob):
         super().__init__(ctx, path, "", size, action)
         self.upload_id, self.on_hash = session["upload_id"], on_hash
         self.whole_wanted, self.on_whole = True, self._named
+        self.fresh = True  # (POST /api/v1/uploads always opens a new session)
 
     def _named(self, sha: str) -> None:
         """The whole file's sha256, as soon as PartHashes has it."""
