@@ -11,10 +11,15 @@ or test stacks them in one `with` (or an ExitStack) and tears down in the revers
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import select
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -75,6 +80,10 @@ def _log_tail(path: Path, chars: int = 3000) -> str:
         return ""
 
 
+# manage.py commands that Hub.manage runs in a child of manage_fork.py (see there).
+FORKED_COMMANDS = ("hub_token", "shell", "hub_init", "hub_password", "hub_org")
+
+
 @dataclass
 class Hub:
     """A running hub server and the environment it was started with."""
@@ -85,14 +94,96 @@ class Hub:
     port: int = 0
     proc: subprocess.Popen | None = None
     _tokens: dict = field(default_factory=dict)
+    _fork: subprocess.Popen | None = None  # tests/support/manage_fork.py for this env (see manage)
+    _fork_env: dict | None = None
+    _fork_failed: dict | None = None  # the environment it could not set up with
+    _fork_buf: bytes = b""
+    _fork_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run([PYTHON, str(ROOT / "manage.py"), *args], env=self.env, cwd=ROOT,
-                              capture_output=True, text=True, check=check, timeout=300)
+    def manage(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+        """`manage.py ARGS…` with this hub's environment. The commands tests run by the hundred (tokens,
+        accounts, `shell` scripts, the `hub_init` of every start) run in a child forked from a process
+        that set Django up once (manage_fork.py): the same command in a fresh process state, without
+        ~0.8 s of start-up each. The others, whose own behaviour tests check, run in a process of their
+        own, as an operator runs them."""
+        argv = [PYTHON, str(ROOT / "manage.py"), *args]
+        if args and args[0] in FORKED_COMMANDS:
+            with self._fork_lock:
+                done = self._forked(list(args), timeout)
+            if done is not None:
+                code, out, err = done
+                if check and code:
+                    raise subprocess.CalledProcessError(code, argv, out, err)
+                return subprocess.CompletedProcess(argv, code, out, err)
+        return subprocess.run(argv, env=self.env, cwd=ROOT, capture_output=True, text=True, check=check,
+                              timeout=timeout)
+
+    def _forked(self, args: list[str], timeout: float) -> tuple[int, str, str] | None:
+        """(exit code, stdout, stderr) of `manage.py ARGS…` run by manage_fork.py, started again when
+        this hub's environment changed; None if it cannot run there (the caller starts a process)."""
+        if self._fork is not None and (self._fork.poll() is not None or self._fork_env != self.env):
+            self._stop_fork()
+        if self._fork is None and self._fork_failed == self.env:
+            return None  # (it could not set up with this environment)
+        if self._fork is None:
+            self._fork_env = dict(self.env)
+            self._fork = subprocess.Popen([PYTHON, str(ROOT / "tests" / "support" / "manage_fork.py")],
+                                          env=self.env, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, bufsize=0)
+            self._fork_buf = b""
+        with tempfile.TemporaryDirectory(prefix="hub-manage-") as tmp:
+            out, err = Path(tmp) / "out", Path(tmp) / "err"
+            try:
+                self._fork.stdin.write((json.dumps({"argv": args, "out": str(out), "err": str(err)}) + "\n").encode())
+                self._fork.stdin.flush()
+                started = self._fork_line(120)  # (the first one waits for Django's set-up)
+            except OSError:
+                started = None
+            if not started:  # it could not set up: a process of its own then, for this environment
+                self._fork_failed = dict(self.env)
+                self._stop_fork()
+                return None
+            pid = json.loads(started)["pid"]
+            ended = self._fork_line(timeout)
+            if ended is None:
+                os.kill(pid, signal.SIGKILL)
+                self._fork_line(None)
+                raise subprocess.TimeoutExpired(["manage.py", *args], timeout)
+            if not ended:
+                self._stop_fork()
+                raise RuntimeError(f"manage_fork.py died while it ran manage.py {' '.join(args)}")
+            code = json.loads(ended)["code"]
+            return code, out.read_text(errors="replace"), err.read_text(errors="replace")
+
+    def _fork_line(self, timeout: float | None) -> str | None:
+        """The next line manage_fork.py writes ("" when it ended), or None after `timeout` seconds."""
+        fd = self._fork.stdout.fileno()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._fork_buf:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([fd], [], [], wait)[0]:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return ""
+            self._fork_buf += chunk
+        line, self._fork_buf = self._fork_buf.split(b"\n", 1)
+        return line.decode()
+
+    def _stop_fork(self) -> None:
+        if self._fork is not None:
+            with contextlib.suppress(OSError):
+                self._fork.stdin.close()
+            try:
+                self._fork.wait(10)
+            except subprocess.TimeoutExpired:
+                self._fork.kill()
+                self._fork.wait()
+            self._fork = None
 
     def token(self, username: str, *, read_only: bool = False) -> str:
         """A fresh token for `username` (created on first use), from `manage.py hub_token`."""
@@ -152,6 +243,8 @@ class Hub:
                            f"{_log_tail(log_path)}")
 
     def stop(self) -> None:
+        with self._fork_lock:
+            self._stop_fork()
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
