@@ -3,7 +3,8 @@ tests/test_web.py), they work until their expiry and then get 401 with a sentenc
 the token expired and where to make a new one, through every door: the HF API, the native API,
 huggingface_hub and the `hub` CLI.
 
-alice-* holds an expiring token; nobody else is needed: a token only ever acts as its own user."""
+alice-* holds an expiring token for the APIs, carol-* one for the CLI; nobody else is needed: a token
+only ever acts as its own user."""
 from __future__ import annotations
 
 import re
@@ -39,9 +40,12 @@ def get(hub, path: str, token: str) -> requests.Response:
     return requests.get(f"{hub.url}{path}", headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
 
-def test_it_works_until_its_expiry_then_every_api_says_it_expired(hub, unique):
-    alice = f"alice-{unique}"
+def test_it_works_until_its_expiry_then_every_door_says_it_expired(hub, unique, tmp_path):
+    """The APIs and huggingface_hub with one token, the `hub` CLI with another: both are checked while
+    good, then after a single wait for both to expire (each lifetime is time asleep)."""
+    alice, carol = f"alice-{unique}", f"carol-{unique}"
     token, dead_after = short_lived_token(hub, alice)
+    cli_token, cli_dead_after = short_lived_token(hub, carol)
     out = hub.manage("hub_token", alice).stdout.strip().splitlines()
     assert out[-2] == f"read/write token for {alice}:"  # no --expires: it never expires
     lasting = out[-1]
@@ -49,8 +53,12 @@ def test_it_works_until_its_expiry_then_every_api_says_it_expired(hub, unique):
     assert get(hub, "/api/quota", token).status_code == 200
     assert hub.api(token).whoami()["name"] == alice
     hub.api(token).create_repo(f"{alice}/notes", private=True)
+    env = client_env(hub, cli_token, tmp_path)
+    assert carol in ok(run(env, "whoami")).stdout
+    saved = client_env(hub, None, tmp_path)  # the same config dir: the token `hub login` saves
+    ok(run(saved, "login", "--token", cli_token))
 
-    wait_until(dead_after)
+    wait_until(max(dead_after, cli_dead_after))
     for path in ("/api/whoami-v2", "/api/quota"):  # the HF API and the native API
         r = get(hub, path, token)
         assert r.status_code == 401, (path, r.status_code, r.text)
@@ -69,16 +77,7 @@ def test_it_works_until_its_expiry_then_every_api_says_it_expired(hub, unique):
         hub.api(token).list_repo_files(f"{alice}/notes")
     assert err.value.response.status_code == 401 and EXPIRED.search(str(err.value)), str(err.value)
 
-
-def test_the_cli_says_the_token_expired_and_where_to_make_a_new_one(hub, unique, tmp_path):
-    alice = f"alice-{unique}"
-    token, dead_after = short_lived_token(hub, alice)
-    env = client_env(hub, token, tmp_path)
-    assert alice in ok(run(env, "whoami")).stdout
-    saved = client_env(hub, None, tmp_path)  # the same config dir: the token `hub login` saves
-    ok(run(saved, "login", "--token", token))
-
-    wait_until(dead_after)
+    # The CLI says the token expired and where to make a new one, for wherever the token came from.
     line = failed(run(env, "whoami"), "rejected your token (from HUB_TOKEN)",
                   "then set HUB_TOKEN to the new token, or unset it to use the one `hub login` saved")
     assert EXPIRED.search(line), line
@@ -86,7 +85,7 @@ def test_the_cli_says_the_token_expired_and_where_to_make_a_new_one(hub, unique,
     line = failed(run(saved, "whoami"), "rejected your token (from the token `hub login` saved)",
                   "then run `hub login` again with the new token")
     assert EXPIRED.search(line), line
-    line = failed(run(saved, "login", input=token + "\n"), "rejected your token (from stdin)")
+    line = failed(run(saved, "login", input=cli_token + "\n"), "rejected your token (from stdin)")
     assert EXPIRED.search(line) and line.endswith("`manage.py hub_token`)"), line
 
 
