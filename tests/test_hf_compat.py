@@ -280,7 +280,7 @@ def delete_blob(hub, oid: str) -> None:
 
 
 @pytest.fixture
-def own_hub(hub, tmp_path_factory, rgw_env_if_needed):
+def own_hub(hub, tmp_path_factory, request):
     """A hub of the test's own on the same backend: fresh server processes, so that what the
     measurement sees is this transfer, not an earlier test's background work or heap."""
     data = tmp_path_factory.mktemp(f"own-{hub.name}")
@@ -288,15 +288,10 @@ def own_hub(hub, tmp_path_factory, rgw_env_if_needed):
     with contextlib.ExitStack() as stack:
         if hub.name != "embedded":
             suffix = uuid.uuid4().hex[:10]
-            bucket = stack.enter_context(scratch_bucket(rgw_env_if_needed, f"hub-mem-{suffix}"))
+            bucket = stack.enter_context(scratch_bucket(request.getfixturevalue("rgw_env"), f"hub-mem-{suffix}"))
             env |= {"DATABASE_URL": stack.enter_context(fresh_database(f"hub_mem_{suffix}")),
                     "HUB_STORAGE_URL": f"s3://{bucket}"}
         yield stack.enter_context(launch_hub(hub.name, env, data))
-
-
-@pytest.fixture
-def rgw_env_if_needed(hub, request):
-    return request.getfixturevalue("rgw_env") if hub.name != "embedded" else {}
 
 
 @pytest.mark.slow

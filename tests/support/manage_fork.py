@@ -3,7 +3,7 @@ apps and what the commands' checks import, once; then for each request on stdin 
 runs `manage.py ARGS…` as a new process would (its own database connections, caches and object-store
 client; its output to the files named; its exit code the child's). A test pays the ~0.8 s of start-up
 once per hub instead of once per command. Used by `Hub.manage` for the commands tests run by the
-hundred (`hub_token`, `shell`).
+hundred (tests/support/servers.py: FORKED_COMMANDS).
 
 Protocol, one JSON line each way: {"argv": [...], "out": path, "err": path} →
 {"pid": child pid}, then {"code": exit code}."""
