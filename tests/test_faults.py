@@ -974,3 +974,30 @@ def test_disk_full_during_pull_is_one_clear_line_and_the_pull_resumes(embedded_h
             assert (target / rel).read_bytes() == data, rel
         assert 0 < fetched(proc) < total, (fetched(proc), total)
         print(f"\ndisk full: {line!r}; the second pull fetched {fetched(proc)} of {total} bytes")
+
+
+def test_a_large_file_the_disk_cannot_hold_fails_before_its_bytes_are_fetched(embedded_hub, tmp_path):
+    """A file fetched in parallel ranges claims its blocks first (fallocate): on a disk too small the
+    pull stops at once with the same clear line, and leaves none of its blocks behind."""
+    from tests.support.hub_cli import client_env, failed, fetched, ok, run
+
+    hub = embedded_hub
+    token = hub.cached_token("alice")
+    repo = f"alice/large-{uuid.uuid4().hex[:6]}"
+    data = random.randbytes(24 * MIB)
+    hub.api(token).create_repo(repo)
+    hub.api(token).upload_file(path_or_fileobj=data, path_in_repo="weights.bin", repo_id=repo)
+    env = client_env(hub, token, tmp_path) | {"HUB_SEGMENT_SIZE": "4MiB"}  # 24 MiB: six ranges
+
+    with small_disk(tmp_path / "disk", "16m") as disk:
+        target = disk / "repo"
+        proc = run(env, "pull", repo, "--local-dir", str(target))
+        line = failed(proc, "no space left", "weights.bin")
+        assert "free" in line and "again" in line, line
+        st = os.statvfs(disk)
+        used = (st.f_blocks - st.f_bfree) * st.f_frsize
+        assert used < MIB, f"{used} bytes left on the disk after the failed pull"
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        proc = ok(run(env, "pull", repo, "--local-dir", str(target)))
+        assert (target / "weights.bin").read_bytes() == data
+        assert len(data) <= fetched(proc) < len(data) + 4096  # (+ .gitattributes): nothing was kept

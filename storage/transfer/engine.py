@@ -46,6 +46,7 @@ from storage.client import (
     TransportError,
 )
 from storage.client.settings import user_size
+from storage.sizes import format_size
 from storage.transfer.locks import FileLock
 from storage.transfer.progress import Progress
 from storage.transfer.ratelimit import RateLimiter
@@ -685,6 +686,42 @@ def _segments(missing: list[tuple[int, int]], seg: int) -> list[tuple[int, int]]
     return out
 
 
+_FALLOCATE = None  # libc's fallocate(2), once looked up (False: not available here)
+
+
+def _preallocate(fd: int, size: int, path: Path, name: str) -> None:
+    """Claims the disk blocks of a file about to be written in parallel ranges (fallocate(2), mode
+    0: no byte changes). A disk too small says so now, before anything is fetched, instead of after
+    most of it; and the filesystem skips its per-page delayed-allocation work as the ranges land
+    (~0.08 CPU s of the client a GiB on ext4 here). A filesystem that cannot (FUSE — a hub volume
+    mount —, some network filesystems) keeps the sparse file: never glibc's posix_fallocate, whose
+    fallback writes a byte into every block."""
+    global _FALLOCATE
+    if _FALLOCATE is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _FALLOCATE = libc.fallocate
+            _FALLOCATE.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+            _FALLOCATE.restype = ctypes.c_int
+        except (ImportError, OSError, AttributeError):
+            _FALLOCATE = False
+    if not _FALLOCATE:
+        return
+    before = os.fstat(fd).st_size
+    if _FALLOCATE(fd, 0, 0, size) == 0:
+        return
+    import ctypes
+
+    err = ctypes.get_errno()
+    if err in (errno.ENOSPC, errno.EDQUOT):
+        os.ftruncate(fd, before)  # (ext4 keeps what it got, and the length it reached: give both back)
+        raise HubClientError(f"no space left on the disk for {name} ({format_size(size)}, in {path.parent}): free "
+                             "some space (or write elsewhere), then run the same command again", code="NoSpace")
+    # EOPNOTSUPP, ENOSYS, EINVAL...: the filesystem cannot; written sparse, as any writer would
+
+
 class SegmentedDownload:
     """Parallel byte ranges into one preallocated file, a journal of the ranges written, and a
     hasher thread that follows the contiguous prefix."""
@@ -722,7 +759,8 @@ class SegmentedDownload:
                 pass
         self.done = ranges
         self.fd = os.open(self.partial, os.O_RDWR)
-        os.ftruncate(self.fd, size)  # sparse: holes until written
+        _preallocate(self.fd, size, self.partial, self.rf.path)
+        os.ftruncate(self.fd, size)  # (what fallocate could not claim: holes until written)
         try:
             self.mapped = mmap.mmap(self.fd, size, prot=mmap.PROT_READ)  # (the hasher's, which closes it)
             self.mapped.madvise(mmap.MADV_SEQUENTIAL)
