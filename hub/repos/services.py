@@ -51,8 +51,6 @@ README = "README.md"
 CARD_MAX_BYTES = 1_000_000
 
 
-
-
 # --- access -----------------------------------------------------------------------------------------
 
 def _role(user, namespace: Namespace) -> str | None:
@@ -227,8 +225,6 @@ def do_create_repo(actor: Actor, namespace: str | None, name: str, repo_type: st
     Repo.objects.filter(pk=repo.pk).update(head_sha=commit.oid, file_count=files, total_size=size)
     repo.refresh_from_db()
     return repo
-
-
 
 
 def do_delete_repo(actor: Actor, repo: Repo) -> None:
@@ -810,7 +806,6 @@ def add_revision_source(source) -> None:
     above this one supplies it (hub.mirrors.ondemand); it must be cheap when it has nothing to do."""
     if source not in _REVISION_SOURCES:
         _REVISION_SOURCES.append(source)
-
 
 
 def add_notice(source) -> None:

@@ -10,6 +10,7 @@
 Imports no Django and nothing of the server (`hub`). The names below are the ones most callers need.
 """
 from storage.client.errors import (
+    RUN_AGAIN,
     AuthError,
     ConflictError,
     HubClientError,
@@ -20,6 +21,7 @@ from storage.client.errors import (
     TransportError,
     UsageError,
     errno_of,
+    file_changed,
 )
 from storage.client.http import FileSpan, HubClient, api_prefix, body_chunks, file_prefix, origin
 from storage.client.hubpath import DATASET, MODEL, REPO_TYPES, HubPath, parse_hub_path
@@ -36,7 +38,7 @@ from storage.client.settings import (
 )
 
 __all__ = [
-    "errno_of", "AuthError", "ConflictError", "HubClientError", "IntegrityError", "NotFoundError", "PermissionDeniedError",
+    "errno_of", "file_changed", "RUN_AGAIN", "AuthError", "ConflictError", "HubClientError", "IntegrityError", "NotFoundError", "PermissionDeniedError",
     "QuotaExceededError", "TransportError", "UsageError", "FileSpan", "HubClient", "api_prefix", "body_chunks", "file_prefix", "origin",
     "DATASET", "MODEL", "REPO_TYPES", "HubPath", "parse_hub_path", "COMMIT_RETRY", "COMPLETE_RETRY", "NO_RETRY",
     "RETRY", "RETRYABLE_ERRORS", "RetryPolicy", "NOT_LOGGED_IN", "Settings", "config_dir", "load_credentials",

@@ -45,6 +45,14 @@ class IntegrityError(HubClientError):
     """Bytes received do not match the sha256 or size the hub announced."""
 
 
+RUN_AGAIN = "run the command again once nothing is writing to it"  # (after "FILE changed while ...")
+
+
+def file_changed(path, how: str = "changed") -> IntegrityError:
+    """A local file written to while it was being uploaded (code FileChanged): what happened, what to do."""
+    return IntegrityError(f"{path} {how} while it was being uploaded: {RUN_AGAIN}", code="FileChanged")
+
+
 class UsageError(HubClientError):
     """Bad input on the client side (a malformed repo id, a missing endpoint...)."""
 

@@ -27,8 +27,8 @@ from storage.client.errors import (
     AuthError,
     ConflictError,
     HubClientError,
-    IntegrityError,
     TransportError,
+    file_changed,
 )
 from storage.client.hubpath import DATASET
 from storage.client.retry import COMMIT_RETRY, NO_RETRY, RETRY, RETRYABLE_ERRORS, RetryPolicy
@@ -65,8 +65,7 @@ class _SendsFiles:
         if isinstance(data, FileSpan):
             sent = self.sock.sendfile(data.fh, data.offset, data.count)  # (TLS: read and sent, as before)
             if sent != data.count:
-                raise IntegrityError(f"{getattr(data.fh, 'name', 'a file')} shrank while it was being uploaded",
-                                     code="FileChanged")
+                raise file_changed(getattr(data.fh, 'name', 'a file'), "shrank")
             return
         super().send(data)
 

@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 import urllib3
 
-from storage.client import COMPLETE_RETRY, HubClient, HubClientError, IntegrityError, config_dir
+from storage.client import COMPLETE_RETRY, HubClient, HubClientError, IntegrityError, config_dir, file_changed
 from storage.transfer.engine import (
     Context,
     PartHashes,
@@ -139,7 +139,7 @@ def upload(client: HubClient, local: str | Path, path: str, *, sha256: str | Non
     if size < PUT_THRESHOLD:
         data = local.read_bytes()
         if len(data) != size:
-            raise IntegrityError(f"{local} changed while it was being uploaded", code="FileChanged")
+            raise file_changed(local)
         headers = {"X-Content-Sha256": sha256 or hashlib.sha256(data).hexdigest(),
                    "Content-Type": "application/octet-stream"}
         if if_none_match:

@@ -39,11 +39,13 @@ from storage.client import (
     COMPLETE_RETRY,
     RETRY,
     RETRYABLE_ERRORS,
+    RUN_AGAIN,
     FileSpan,
     HubClient,
     HubClientError,
     IntegrityError,
     TransportError,
+    file_changed,
 )
 from storage.client.settings import user_size
 from storage.sizes import format_size
@@ -474,7 +476,7 @@ class PartHashes:
                 return  # (another hash failed: it is what the waiters hear)
             got = os.preadv(fd, [view[:min(HASH_READ, length)]], start)
             if not got:
-                raise IntegrityError(f"{self.path} shrank while it was being uploaded", code="FileChanged")
+                raise file_changed(self.path, "shrank")
             for h in hashes:
                 h.update(view[:got])
             start, length = start + got, length - got
@@ -509,7 +511,7 @@ class PartHashes:
                 self.digests[n] = part.hexdigest()
                 self.cond.notify_all()
         if os.fstat(fd).st_size != self.size:
-            raise IntegrityError(f"{self.path} changed while it was being uploaded", code="FileChanged")
+            raise file_changed(self.path)
         if self.error is None:
             self.whole_digest = h.hexdigest()
             if self.on_whole is not None:
@@ -978,7 +980,7 @@ def _file_body(ctx: Context, path: Path, start: int, length: int, *, spans: bool
             else:
                 piece = fh.read(min(CHUNK, end - pos))
                 if not piece:
-                    raise IntegrityError(f"{path} shrank while it was being uploaded", code="FileChanged")
+                    raise file_changed(path, "shrank")
                 n = len(piece)
             ctx.limiter.take(n)
             yield piece
@@ -1021,8 +1023,7 @@ def _put(ctx: Context, url: str, path: Path, start: int, length: int, headers: d
 
 def _changed(path: Path, start: int, length: int) -> IntegrityError:
     return IntegrityError(f"{path} changed while it was being uploaded (bytes {start:,} to {start + length:,} "
-                          "differ from when they were hashed): run the command again once nothing is writing to it",
-                          code="FileChanged")
+                          f"differ from when they were hashed): {RUN_AGAIN}", code="FileChanged")
 
 
 def explain_refusal(err: HubClientError, path: Path, size: int, sha256: str) -> HubClientError:

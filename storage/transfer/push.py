@@ -19,7 +19,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.client import DATASET, HubClient, HubClientError, NotFoundError, QuotaExceededError, UsageError
+from storage.client import (
+    DATASET,
+    RUN_AGAIN,
+    HubClient,
+    HubClientError,
+    NotFoundError,
+    QuotaExceededError,
+    UsageError,
+)
 from storage.client.settings import user_size
 from storage.paths import path_problem
 from storage.sizes import format_size
@@ -242,7 +250,7 @@ def _push(client: HubClient, files: list[LocalFile], repo_type: str, repo_id: st
     for f in inline:
         f.data = f.abspath.read_bytes()
         if len(f.data) != f.size:
-            raise UsageError(f"{f.abspath} changed while it was being pushed", code="FileChanged")
+            raise UsageError(f"{f.abspath} changed while it was being pushed: {RUN_AGAIN}", code="FileChanged")
         if _git_blob_oid(f.data) != modes[f.path][2]:
             changed.append(("file", f))
         else:
@@ -363,7 +371,7 @@ def _upload_lfs(ctx: Context, sched: Scheduler, client: HubClient, repo_type: st
         try:
             f.sha256 = _hash_file(f.abspath).hexdigest()
             if f.abspath.stat().st_size != f.size:
-                raise UsageError(f"{f.abspath} changed while it was being pushed", code="FileChanged")
+                raise UsageError(f"{f.abspath} changed while it was being pushed: {RUN_AGAIN}", code="FileChanged")
             hashed.put((f, None))
         except BaseException as err:  # noqa: BLE001 - handed to the loop below, which raises it
             hashed.put((f, err))
