@@ -340,7 +340,7 @@ def test_a_file_that_changes_while_it_goes_up_fails_clearly_and_lands_nowhere(hu
     assert proc.returncode == 1 and out == "", (out, err)
     line = err.strip().splitlines()[-1]
     assert re.fullmatch(rf"error: {re.escape(str(big))} (changed|shrank) while it was being uploaded.*", line), err
-    assert line.endswith("run the command again once nothing is writing to it"), line  # what to do about it
+    assert "run the command again once nothing is writing to it" in line, line  # what to do about it
     if how == "push":
         assert "deleted the empty model" in line
         assert requests.get(f"{hub.url}/api/models/{repo}", headers=auth(alice), timeout=30).status_code == 404
