@@ -505,8 +505,6 @@ class PartHashes:
                 continue
             part = hashlib.sha256()
             self._hash(fd, start, length, h, part)
-            if self.error is not None:
-                return
             with self.cond:
                 self.digests[n] = part.hexdigest()
                 self.cond.notify_all()
