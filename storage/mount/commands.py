@@ -152,7 +152,7 @@ def serve(what: str, mountpoint: str, *, client=None, log_file: str | None = Non
     ready = Ready(ready_fd)
     try:
         try:
-            import mfusepy
+            from storage.mount.listing import HubFUSE  # (loads libfuse)
         except (ImportError, OSError) as err:
             raise UsageError(f"cannot load libfuse3 ({err}): install it (apt-get install fuse3) and mfusepy",
                              code="NoFuse") from None
@@ -198,7 +198,7 @@ def serve(what: str, mountpoint: str, *, client=None, log_file: str | None = Non
             options["allow_other"] = True
         log.info("mounting %s on %s", what, mountpoint)
         try:
-            mfusepy.FUSE(ops, mountpoint, foreground=True, raw_fi=True, **options)
+            HubFUSE(ops, mountpoint, foreground=True, raw_fi=True, **options)
         except RuntimeError as err:
             raise HubClientError(f"could not mount on {mountpoint} (libfuse status {err}); see "
                                  f"{log_file or 'the messages above'}", code="MountFailed") from None

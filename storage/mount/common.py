@@ -178,6 +178,7 @@ def malloc(n: int) -> int:
     return ptr
 FUSE_BUF_IS_FD, FUSE_BUF_FD_SEEK, FUSE_BUF_FD_RETRY = 1 << 1, 1 << 2, 1 << 3
 FUSE_CAP_SPLICE_WRITE, FUSE_CAP_SPLICE_MOVE = 1 << 7, 1 << 8
+FUSE_CAP_READDIRPLUS_AUTO = 1 << 14  # fuse_common.h (libfuse 3)
 
 
 def _vector(bufpp):

@@ -34,6 +34,7 @@ WHOLE_FILE = 2 * BLOCK  # below this a file is fetched whole, at open
 IDLE_STREAMS = 4  # large files kept with their part files after their last close
 LOCK_WAIT = 120.0  # seconds to wait for another process fetching the same blob, then fetch anyway
 URL_REUSE = 300.0  # seconds a redirect target (a presigned store URL) is reused without asking again
+PREFETCH_QUIET = 0.02  # seconds without a metadata request before the prefetch starts another file
 
 
 @dataclass
@@ -88,6 +89,7 @@ class Fetcher:
         self._idle: OrderedDict[str, StreamingBlob] = OrderedDict()
         self._batches: deque = deque()
         self._feeder: threading.Thread | None = None
+        self._quiet_from = 0.0  # monotonic time the prefetch may start files again
         self.closed = False
 
     # --- HTTP ---------------------------------------------------------------------------------------
@@ -303,8 +305,24 @@ class Fetcher:
                     self._prefetch_slots.release()
                     return
 
+    def metadata_request(self) -> None:
+        """A FUSE request that only asks about names and attributes has come in: the prefetch lets
+        a burst of them (`ls -lR`, `find`, `du`: thousands back to back, each a round trip through
+        this process) go first. Its files are guesses; each costs the interpreter and the CPU
+        (shared with the store on a small machine) what the burst's requests wait for — `ls -lR`
+        of 5,000 files took 5.5 s beside it, 0.4 s without. Reads do not pause it."""
+        self._quiet_from = time.monotonic() + PREFETCH_QUIET
+
+    def _wait_quiet(self) -> None:
+        while not self.closed:
+            wait = self._quiet_from - time.monotonic()
+            if wait <= 0:
+                return
+            time.sleep(wait)
+
     def _prefetch_one(self, src: Source) -> None:
         try:
+            self._wait_quiet()
             if not self.closed:
                 self.ensure_cached(src, prefetch=True)
         except Exception as err:  # noqa: BLE001 - the read that needs the file reports it

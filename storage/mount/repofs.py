@@ -8,9 +8,11 @@ come from the manifest of its directory (one paged call for a directory without 
 of the file alone). A commit never changes, so everything learnt is kept for the mount's life and the
 kernel is told to cache entries, attributes and pages for an hour: a warm read never enters Python.
 
-Listing a directory starts fetching its small files (PREFETCH_SIZE or less) into the shared cache in
-the background, a bounded number at a time, because small files are where per-request latency,
-not bandwidth, sets the pace. Any attempt to change anything is EACCES.
+Listings go to the kernel with every entry's attributes (storage.mount.listing), so `ls -l` costs
+no LOOKUP per entry. Listing a directory starts fetching its small files (PREFETCH_SIZE or less)
+into the shared cache in the background, a bounded number at a time, because small files are where
+per-request latency, not bandwidth, sets the pace; requests about names and attributes hold back
+the start of new ones (Fetcher.metadata_request). Any attempt to change anything is EACCES.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import os
 import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import count
@@ -31,6 +34,7 @@ from mfusepy import FuseOSError, Operations
 from storage.client import HubClient, HubClientError, NotFoundError, api_prefix
 from storage.mount.blocks import StreamingBlob
 from storage.mount.common import (
+    FUSE_CAP_READDIRPLUS_AUTO,
     FUSE_CAP_SPLICE_MOVE,
     FUSE_CAP_SPLICE_WRITE,
     ErrorLog,
@@ -49,6 +53,7 @@ PREFETCH_SIZE = 1 << 20  # files this small are fetched when their directory is 
 PREFETCH_FILES = 20_000  # at most this many files per listing...
 PREFETCH_BYTES = 1 << 30  # ...and this many bytes (and never more than a quarter of the cache)
 URL_MARGIN = 0.8  # use a manifest URL for this share of its lifetime, then the hub's resolve URL
+LISTINGS = 64  # directories whose listing (with every entry's attributes) is kept for the next call
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 
@@ -231,6 +236,9 @@ class RepoOps(Operations):
         self.uid, self.gid = os.getuid(), os.getgid()
         self.mtime_ns = int(mtime * 1e9)
         self.prefetched_dirs: set[str] = set()
+        self.listings: OrderedDict[str, list[tuple[bytes, dict]]] = OrderedDict()
+        self.listings_lock = threading.Lock()
+        self.lookups = 0  # getattr calls: the kernel's LOOKUPs and GETATTRs (approximate: not locked)
 
     # --- set-up ---------------------------------------------------------------------------------------
 
@@ -248,6 +256,9 @@ class RepoOps(Operations):
         if conn is not None:
             splice = conn.capable & (FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE)
             conn.want |= splice  # read_buf's file descriptors go to the kernel by splice(2)
+            # Every listing with attributes (storage.mount.listing), not only a directory's first
+            # page: they cost nothing here, and each entry without them is a LOOKUP later.
+            conn.want &= ~FUSE_CAP_READDIRPLUS_AUTO
             log.debug("kernel connection: max_write %d, max_read %d, max_readahead %d, capable %#x, want %#x",
                       conn.max_write, conn.max_read, conn.max_readahead, conn.capable, conn.want)
 
@@ -274,22 +285,40 @@ class RepoOps(Operations):
 
     @fuse_op
     def getattr(self, path: str, fh=None) -> dict:
+        self.lookups += 1
+        self.fetcher.metadata_request()
         return self._attrs(self._node(path))
 
     @fuse_op
-    def readdir(self, path: str, fh) -> list:
+    def listing(self, path: str, fh) -> list[tuple[bytes, dict]]:
+        """Every entry of the directory with its attributes, for storage.mount.listing (which asks
+        again for each page the kernel reads: the list is kept for the next call)."""
+        self.fetcher.metadata_request()
+        rel = path.strip("/")
+        with self.listings_lock:
+            entries = self.listings.get(rel)
+            if entries is not None:
+                self.listings.move_to_end(rel)
+                return entries
         node = self._node(path)
         if not node.is_dir:
             raise FuseOSError(errno.ENOTDIR)
-        rel = path.strip("/")
         children = self.tree.children(rel, node)
         if self.prefetch_enabled and rel not in self.prefetched_dirs:
             self.prefetched_dirs.add(rel)
             self._prefetch(rel, children)
-        out: list = [".", ".."]
-        out.extend((name, {"st_mode": stat.S_IFDIR if c.is_dir else stat.S_IFREG}, 0)
-                   for name, c in children.items())
-        return out
+        here = self._attrs(node)
+        entries = [(b".", here), (b"..", here)]
+        entries.extend((name.encode("utf-8", "surrogateescape"), self._attrs(c)) for name, c in children.items())
+        with self.listings_lock:
+            self.listings[rel] = entries
+            while len(self.listings) > LISTINGS:
+                self.listings.popitem(last=False)
+        return entries
+
+    @fuse_op
+    def readdir(self, path: str, fh) -> list:
+        return [(name.decode("utf-8", "surrogateescape"), attrs, 0) for name, attrs in self.listing(path, fh)]
 
     def _prefetch(self, rel: str, children: dict[str, Node]) -> None:
         small = [(name, c) for name, c in sorted(children.items()) if not c.is_dir and 0 < c.size <= PREFETCH_SIZE]
@@ -309,6 +338,7 @@ class RepoOps(Operations):
 
     @fuse_op
     def access(self, path: str, amode: int) -> int:
+        self.fetcher.metadata_request()
         self._node(path)
         if amode & os.W_OK:
             raise FuseOSError(errno.EACCES)
@@ -321,16 +351,19 @@ class RepoOps(Operations):
     @fuse_op
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
         node = self._node(path)
+        if not name.startswith("user.hub."):
+            self.fetcher.metadata_request()  # `ls -l` asks for security.selinux and POSIX ACLs of every file
         if name == "user.hub.commit":
             return self.tree.commit.encode()
         if name == "user.hub.stats" and path == "/":
-            return json.dumps(self.fetcher.counters.as_dict()).encode()
+            return json.dumps(self.fetcher.counters.as_dict() | {"lookups": self.lookups}).encode()
         if name == "user.hub.sha256" and not node.is_dir:
             return self.tree.source(path, node).sha256.encode()
         raise FuseOSError(errno.ENODATA)
 
     @fuse_op
     def listxattr(self, path: str) -> list[str]:
+        self.fetcher.metadata_request()
         node = self._node(path)
         names = ["user.hub.commit"]
         if path == "/":
