@@ -34,6 +34,7 @@ WHOLE_FILE = 2 * BLOCK  # below this a file is fetched whole, at open
 IDLE_STREAMS = 4  # large files kept with their part files after their last close
 LOCK_WAIT = 120.0  # seconds to wait for another process fetching the same blob, then fetch anyway
 URL_REUSE = 300.0  # seconds a redirect target (a presigned store URL) is reused without asking again
+WRITERS = 2  # threads writing large files' blocks to the cache (O_DIRECT: the interpreter is free meanwhile)
 PREFETCH_QUIET = 0.02  # seconds without a metadata request before the prefetch starts another file
 
 
@@ -80,6 +81,7 @@ class Fetcher:
         self.cache = cache
         self.counters = Counters()
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hub-block")
+        self.writer = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="hub-write")  # blocks to the cache
         self.buffers = BufferPool()
         self.prefetch_pool = ThreadPoolExecutor(max_workers=prefetch_workers, thread_name_prefix="hub-prefetch")
         self._prefetch_slots = threading.BoundedSemaphore(prefetch_workers * 4)
@@ -374,5 +376,6 @@ class Fetcher:
             b.close()
         self.prefetch_pool.shutdown(wait=False, cancel_futures=True)
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.writer.shutdown(wait=False)  # (queued writes of closed blobs return at once and let their files go)
 
 
