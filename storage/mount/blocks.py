@@ -7,10 +7,11 @@ consecutive blocks per request (a store's per-request cost is tens of millisecon
 
 Bytes arrive in page-aligned buffers taken from a small pool (BufferPool), are hashed as they come
 when they follow what is hashed, are served to readers from the buffer, and are written to a part
-file in the cache's tmp/ with O_DIRECT, by the fetcher's writer threads. Measured on this kind of VM, filling fresh page cache costs
-~2 s of CPU per GiB, 7× what receiving the bytes does: O_DIRECT writes from reused buffers skip it
-(the kernel's own cache of the mounted file is filled once, by FUSE). When no buffer is free, or
-the filesystem refuses O_DIRECT, a block goes through the page cache like any write.
+file in the cache's tmp/ with O_DIRECT by the fetcher's writer threads (the request goes on
+receiving meanwhile). Measured on this kind of VM, filling fresh page cache costs ~2 s of CPU per
+GiB, 7× what receiving the bytes does: O_DIRECT writes from reused buffers skip it (the kernel's own
+cache of the mounted file is filled once, by FUSE). When no buffer is free, or the filesystem
+refuses O_DIRECT, a block goes through the page cache like any write.
 
 When the whole file is hashed and on disk and its sha256 matches, the part file is linked into the
 cache. Bytes are served before that check (they come from the hub over the connection a download
