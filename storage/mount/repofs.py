@@ -53,7 +53,7 @@ PREFETCH_SIZE = 1 << 20  # files this small are fetched when their directory is 
 PREFETCH_FILES = 20_000  # at most this many files per listing...
 PREFETCH_BYTES = 1 << 30  # ...and this many bytes (and never more than a quarter of the cache)
 URL_MARGIN = 0.8  # use a manifest URL for this share of its lifetime, then the hub's resolve URL
-LISTINGS = 64  # directories whose listing (with every entry's attributes) is kept for the next call
+LISTINGS = 64  # directories whose entries are kept for the next page of their listing
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 
@@ -236,7 +236,7 @@ class RepoOps(Operations):
         self.uid, self.gid = os.getuid(), os.getgid()
         self.mtime_ns = int(mtime * 1e9)
         self.prefetched_dirs: set[str] = set()
-        self.listings: OrderedDict[str, list[tuple[bytes, dict]]] = OrderedDict()
+        self.listings: OrderedDict[str, list[tuple[bytes, Node]]] = OrderedDict()  # (name, node) of each entry
         self.listings_lock = threading.Lock()
         self.lookups = 0  # getattr calls: the kernel's LOOKUPs and GETATTRs (approximate: not locked)
 
@@ -290,31 +290,31 @@ class RepoOps(Operations):
         return self._attrs(self._node(path))
 
     @fuse_op
-    def listing(self, path: str, fh) -> list[tuple[bytes, dict]]:
-        """Every entry of the directory with its attributes, for storage.mount.listing (which asks
-        again for each page the kernel reads: the list is kept for the next call)."""
+    def listing(self, path: str, fh, offset: int = 0) -> Iterator[tuple[bytes, dict]]:
+        """The directory's entries from the offset-th on, with their attributes, for
+        storage.mount.listing (which asks again for each page the kernel reads: the names are kept
+        for the next call, the attributes made as the page takes them)."""
         self.fetcher.metadata_request()
         rel = path.strip("/")
         with self.listings_lock:
             entries = self.listings.get(rel)
             if entries is not None:
                 self.listings.move_to_end(rel)
-                return entries
-        node = self._node(path)
-        if not node.is_dir:
-            raise FuseOSError(errno.ENOTDIR)
-        children = self.tree.children(rel, node)
-        if self.prefetch_enabled and rel not in self.prefetched_dirs:
-            self.prefetched_dirs.add(rel)
-            self._prefetch(rel, children)
-        here = self._attrs(node)
-        entries = [(b".", here), (b"..", here)]
-        entries.extend((name.encode("utf-8", "surrogateescape"), self._attrs(c)) for name, c in children.items())
-        with self.listings_lock:
-            self.listings[rel] = entries
-            while len(self.listings) > LISTINGS:
-                self.listings.popitem(last=False)
-        return entries
+        if entries is None:
+            node = self._node(path)
+            if not node.is_dir:
+                raise FuseOSError(errno.ENOTDIR)
+            children = self.tree.children(rel, node)
+            if self.prefetch_enabled and rel not in self.prefetched_dirs:
+                self.prefetched_dirs.add(rel)
+                self._prefetch(rel, children)
+            entries = [(b".", node), (b"..", node)]
+            entries.extend((name.encode("utf-8", "surrogateescape"), c) for name, c in children.items())
+            with self.listings_lock:
+                self.listings[rel] = entries
+                while len(self.listings) > LISTINGS:
+                    self.listings.popitem(last=False)
+        return ((entries[i][0], self._attrs(entries[i][1])) for i in range(offset, len(entries)))
 
     @fuse_op
     def readdir(self, path: str, fh) -> list:
