@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.support.files import small_disk
 from tests.support.servers import (
     PG_ADMIN_URL,
     Hub,
@@ -927,20 +928,6 @@ def test_kill_9_during_commits_leaves_the_old_or_the_new_revision_never_a_broken
 
 
 # --- 4. the client's disk fills up during `hub pull` --------------------------------------------------------
-
-@contextlib.contextmanager
-def small_disk(path: Path, size: str):
-    """A tmpfs of `size` at `path` (root only), unmounted however the test ends."""
-    path.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
 
 def test_disk_full_during_pull_is_one_clear_line_and_the_pull_resumes(embedded_hub, tmp_path, monkeypatch):
     from huggingface_hub import constants

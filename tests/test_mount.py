@@ -22,6 +22,7 @@ import requests
 from huggingface_hub import CommitOperationAdd, HfApi
 
 from tests.conftest import django_modules_after
+from tests.support.files import small_disk
 from tests.support.mount import Mounts, _alive, _fuse_missing, _stop, client_env, hub_mount, ok
 from tests.support.servers import ROOT
 
@@ -230,6 +231,25 @@ def test_ls_l_asks_the_mount_nothing_per_file(hub, alice, unique, tmp_path, moun
     assert stats(m)["lookups"] <= 3  # the mount point and shards/, not the files in it
     for name, data in list(files.items())[:3]:
         assert (m / name).read_bytes() == data
+
+
+def test_a_cache_disk_that_fills_up_does_not_fail_the_read(hub, alice, unique, tmp_path, mounts):
+    """The mount's cache is on a disk too small for the large file being read: each block's write to
+    the cache runs behind the request that fetched it, and one that fails leaves the block in memory
+    for the readers (up to the mount's 24 block buffers) and the file out of the cache. (When the
+    write ran in line, the read failed with ENOSPC.)"""
+    repo = f"alice/fullcache-{unique}"
+    data = os.urandom(40 * MiB)  # 5 blocks of 8 MiB; the disk takes 1
+    push_files(hub, alice, repo, {"big.bin": data}, tmp_path)
+    with small_disk(tmp_path / "cache", "12m") as cache:
+        m = mounts.mount(client_env(hub, alice, cache), repo, "full", "--no-prefetch")
+        with open(m / "big.bin", "rb") as fh:
+            got = fh.read()
+        assert len(got) == len(data) and got == data
+        assert stats(m)["bytes_fetched"] == len(data)
+        assert not [p for p in (cache / "blobs").rglob("*") if p.is_file()]  # never a file that is not all there
+        mounts.cleanup()  # (before the disk goes)
+    assert "could not write big.bin to the cache" in mounts.log("full")
 
 
 def test_listing_a_directory_prefetches_its_small_files(hub, alice, unique, tmp_path, mounts):

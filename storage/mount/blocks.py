@@ -22,6 +22,7 @@ readers all the same, from a part file it then leaves out of the cache.
 from __future__ import annotations
 
 import ctypes
+import errno
 import hashlib
 import logging
 import mmap
@@ -330,9 +331,11 @@ class StreamingBlob:
             if not self.closing:
                 self._write(i, buf)
         except OSError as err:  # (a full disk, say) the block stays in its buffer; the file never enters the cache
-            log.warning("could not write %s block %d to the cache: %s", self.src.label, i, err)
             with self.cond:
-                self.write_failed = True
+                first, self.write_failed = not self.write_failed, True
+            if first:
+                log.warning("could not write %s to the cache (%s): it is served from memory, not kept", self.src.label,
+                            err)
         finally:
             with self.cond:
                 self._unbusy()
@@ -346,6 +349,8 @@ class StreamingBlob:
             if aligned:
                 _pwrite_all(self.dfd, view[:aligned], start)
         except OSError as err:  # a filesystem that takes O_DIRECT at open but not at write
+            if err.errno != errno.EINVAL:
+                raise  # (a full disk: not a reason to stop writing directly)
             log.debug("O_DIRECT write refused (%s); writing through the page cache", err)
             self.dfd = -1  # (the descriptor is closed with the others: another thread may hold it)
             aligned = 0
