@@ -218,7 +218,7 @@ def many_small(hub, token: str, repo: str, n: int = 300) -> dict[str, bytes]:
 def test_ls_l_asks_the_mount_nothing_per_file(hub, alice, unique, tmp_path, mounts):
     """A listing carries every entry's attributes to the kernel (READDIRPLUS with offsets: libfuse
     drops them otherwise), so `ls -l` of a fresh mount costs no LOOKUP round trip per file. With the
-    attributes dropped, this listing made 301 getattr calls."""
+    attributes dropped, this listing made 302 getattr calls."""
     repo = f"alice/ls-{unique}"
     files = many_small(hub, alice, repo)
     m = mounts.mount(client_env(hub, alice, tmp_path / "cache"), repo, "ls", "--no-prefetch")
