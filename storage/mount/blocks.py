@@ -343,11 +343,12 @@ class StreamingBlob:
     def _write(self, i: int, buf: mmap.mmap) -> None:
         start = i * BLOCK
         n = min(BLOCK, self.size - start)
-        aligned = n - n % ALIGN
+        dfd = self.dfd  # (-1 once a write was refused: blocks queued before that go through the page cache)
+        aligned = n - n % ALIGN if dfd >= 0 else 0
         view = memoryview(buf)
         try:
             if aligned:
-                _pwrite_all(self.dfd, view[:aligned], start)
+                _pwrite_all(dfd, view[:aligned], start)
         except OSError as err:  # a filesystem that takes O_DIRECT at open but not at write
             if err.errno != errno.EINVAL:
                 raise  # (a full disk: not a reason to stop writing directly)
