@@ -13,6 +13,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+from blake3 import blake3 as new_blake3
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -111,11 +112,11 @@ def claim(store: ObjectStore, key: str, sha256: str, size: int, user) -> Blob:
             Blob.objects.filter(pk=sha256).update(touched=timezone.now())
             row._created_now = False  # the uploader holds these bytes already: this copy is redundant
             return row
-    digest, actual = store.sha256(key)
+    digest, b3, actual = store.digests(key)
     if actual != size or digest != sha256:
         raise UnprocessableEntity(f"object {sha256}: the uploaded bytes ({actual} bytes, expected {size}) hash "
                                   f"to {digest}; upload the right file again")
-    return install(store, key, sha256, size, user)
+    return install(store, key, sha256, size, user, blake3=b3)
 
 
 def _verify_later(sha256: str) -> None:
@@ -200,10 +201,11 @@ def reuse(sha256: str, user=None) -> Blob | None:
     return blob
 
 
-def _record(sha256: str, size: int, key: str, user=None) -> Blob:
+def _record(sha256: str, size: int, key: str, user=None, blake3: str = "") -> Blob:
     """Records verified bytes the caller holds at `key` as the blob. If good bytes are stored
     already, returns that blob (`_created_now` False: the caller drops its copy). A blob whose
-    stored bytes were found corrupt, or never verified, is healed: it points at these bytes now."""
+    stored bytes were found corrupt, or never verified, is healed: it points at these bytes now.
+    `blake3`: of the same bytes, if the caller hashed them to both (see Blob.blake3)."""
     canonical = key == blob_key(sha256)
     with transaction.atomic():
         blob = Blob.objects.select_for_update().filter(pk=sha256).first()
@@ -211,7 +213,8 @@ def _record(sha256: str, size: int, key: str, user=None) -> Blob:
         if blob is None:
             try:
                 with transaction.atomic():
-                    blob = Blob.objects.create(sha256=sha256, size=size, verified=True, key="" if canonical else key)
+                    blob = Blob.objects.create(sha256=sha256, size=size, verified=True, key="" if canonical else key,
+                                               blake3=blake3)
                 created = True
             except IntegrityError:  # a concurrent upload of the same bytes won the insert
                 blob = Blob.objects.select_for_update().get(pk=sha256)
@@ -224,9 +227,22 @@ def _record(sha256: str, size: int, key: str, user=None) -> Blob:
             created = True  # these bytes are the blob's now
             if old is not None and old != key:
                 transaction.on_commit(lambda: object_store().delete(old))
+        note_blake3(blob, blake3)
         _proof(blob, user)
     blob._created_now = created
     return blob
+
+
+def _blake3(data: bytes) -> str:
+    return new_blake3(data).hexdigest()
+
+
+def note_blake3(blob: Blob, blake3: str) -> None:
+    """Records the blake3 of bytes the caller hashed to this blob's sha256 too, if it has none yet.
+    (Any bytes with that sha256 are the blob's bytes, wherever they are stored.)"""
+    if blake3 and not blob.blake3:
+        Blob.objects.filter(pk=blob.sha256, blake3="").update(blake3=blake3)
+        blob.blake3 = blake3
 
 
 def can_reference(user, sha256s: list[str]) -> set[str]:
@@ -251,7 +267,7 @@ def ingest_bytes(data: bytes, user=None) -> Blob:
     if blob is not None:
         return blob
     object_store().put_bytes(blob_key(sha), data)
-    return _record(sha, len(data), blob_key(sha), user)
+    return _record(sha, len(data), blob_key(sha), user, blake3=_blake3(data))
 
 
 @functools.cache
@@ -281,7 +297,7 @@ def ingest_many(contents, user=None) -> dict[str, Blob]:
     store = object_store()
     for sha, _ in zip(missing, _put_pool().map(lambda s: store.put_bytes(blob_key(s), by_sha[s]), missing),
                       strict=True):
-        out[sha] = _record(sha, len(by_sha[sha]), blob_key(sha), user)
+        out[sha] = _record(sha, len(by_sha[sha]), blob_key(sha), user, blake3=_blake3(by_sha[sha]))
     return out
 
 
@@ -304,7 +320,7 @@ def ingest_stream(stream, size: int, *, sha256: str | None = None, user=None) ->
         if sha256 and digest != sha256:
             raise UnprocessableEntity(f"the bytes received hash to {digest}, not {sha256}; nothing was stored, "
                                       "send the right file")
-        blob = install(store, incoming, digest, size, user)
+        blob = install(store, incoming, digest, size, user, blake3=hasher.b3.hexdigest())
     finally:
         # Unless the new blob lives there now (S3), what is left at the incoming key is garbage.
         if blob is None or key_of(blob) != incoming:
@@ -337,14 +353,15 @@ def ingest_checked_file(path, sha256: str, size: int, user=None) -> Blob:
     return blob
 
 
-def install(store: ObjectStore, staging: str, sha256: str, size: int, user) -> Blob:
+def install(store: ObjectStore, staging: str, sha256: str, size: int, user, blake3: str = "") -> Blob:
     """Verified bytes at `staging` become the blob, unless the blob exists already (then the copy
-    is redundant and the caller deletes it)."""
+    is redundant and the caller deletes it). `blake3`: of the same bytes, if the caller has it."""
     blob = reuse(sha256, user)
     if blob is not None:
+        note_blake3(blob, blake3)
         return blob
     key = store.promote(staging, blob_key(sha256))
-    blob = _record(sha256, size, key, user)
+    blob = _record(sha256, size, key, user, blake3=blake3)
     if not blob._created_now and key != key_of(blob):
         store.delete(key)  # lost a race with an identical upload
     return blob
@@ -395,6 +412,7 @@ class _HashingReader(io.RawIOBase):
         self.limit = limit
         self.count = 0
         self.h = hashlib.sha256()
+        self.b3 = new_blake3()
 
     def readable(self) -> bool:
         return True
@@ -406,6 +424,7 @@ class _HashingReader(io.RawIOBase):
         data = self.stream.read(want)
         self.count += len(data)
         self.h.update(data)
+        self.b3.update(data)
         return data
 
     def readinto(self, b) -> int:

@@ -28,12 +28,13 @@ def verify_blob(sha256: str) -> bool | None:
         return None
     key = blobs.key_of(blob)
     try:
-        digest, size = blobs.object_store().sha256(key)
+        digest, b3, size = blobs.object_store().digests(key)
     except ObjectMissingError:
-        digest, size = None, None
+        digest, b3, size = None, "", None
     now = timezone.now()
     if digest == blob.sha256 and size == blob.size:
-        Blob.objects.filter(pk=sha256).update(verified=True, checked_at=now, corrupt_at=None, corrupt_reason="")
+        Blob.objects.filter(pk=sha256).update(verified=True, checked_at=now, corrupt_at=None, corrupt_reason="",
+                                              blake3=b3)
         return True
     reason = ("the object is missing from the store" if digest is None
               else f"the stored bytes ({size} bytes, expected {blob.size}) hash to {digest}")

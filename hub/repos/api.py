@@ -44,6 +44,9 @@ MANIFEST_FILE = {
     "lfs": serializers.BooleanField(),
     "etag": serializers.CharField(help_text="huggingface_hub's cache name: sha256 for LFS, git blob sha1 else"),
     "url": serializers.URLField(help_text="GET it (Range allowed); send the token only to the hub's own origin"),
+    "blake3": serializers.CharField(required=False, help_text=(
+        "blake3 of the content, when the hub has hashed the stored bytes to their sha256 and this too: "
+        "checking a download against it proves the same as against the sha256, at a fraction of the CPU")),
 }
 ManifestSchema = inline_serializer("Manifest", {
     "repo": serializers.CharField(),
@@ -112,10 +115,11 @@ class ManifestView(APIView):
         base = base_url(request)
         prefix = "datasets/" if repo.type == Repo.DATASET else ""
         resolve = f"{base}/{prefix}{repo.repo_id}/resolve/{commit.oid}/"
-        urls = manifest.download_urls(page.files, expires=settings.HUB_PRESIGN_SECONDS,
-                                      fallback=lambda f: resolve + quote(f.path))
+        urls, b3 = manifest.download_urls(page.files, expires=settings.HUB_PRESIGN_SECONDS,
+                                          fallback=lambda f: resolve + quote(f.path))
         files = [{"path": f.path, "size": f.entry.size, "sha256": f.entry.ref, "lfs": f.entry.lfs,
-                  "etag": f.etag, "url": url} for f, url in zip(page.files, urls, strict=True)]
+                  "etag": f.etag, "url": url, **({"blake3": b3[f.entry.ref]} if f.entry.ref in b3 else {})}
+                 for f, url in zip(page.files, urls, strict=True)]
         body = {"repo": repo.repo_id, "type": repo.type, "revision": revision, "commit": commit.oid,
                 "files": files, "next": encode_cursor(page.after), "expires_in": settings.HUB_PRESIGN_SECONDS}
         if not params.get("cursor"):

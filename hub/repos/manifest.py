@@ -79,11 +79,13 @@ def list_files(repo: Repo, commit: Commit, path: str = "", *, include: Iterable[
     return Page(files, last)
 
 
-def download_urls(files: list[FileItem], *, expires: int, fallback: Callable[[FileItem], str]) -> list[str]:
+def download_urls(files: list[FileItem], *, expires: int,
+                  fallback: Callable[[FileItem], str]) -> tuple[list[str], dict[str, str]]:
     """One URL per file: presigned store URLs signed in one batch where the store signs URLs (bytes
-    then bypass the hub), otherwise `fallback(file)` (the hub's own /resolve/<commit>/ URL)."""
+    then bypass the hub), otherwise `fallback(file)` (the hub's own /resolve/<commit>/ URL); and
+    sha256 -> blake3 of the blobs that have one (Blob.blake3: clients check downloads with it)."""
     if not files:
-        return []
+        return [], {}
     store = blobs.object_store()
     shas = list({f.entry.ref for f in files})
     bad = blobs.corrupt_shas().intersection(shas)
@@ -96,14 +98,18 @@ def download_urls(files: list[FileItem], *, expires: int, fallback: Callable[[Fi
             raise
     keys: dict[str, str] = {}
     remote: set[str] = set()
+    b3: dict[str, str] = {}
     for i in range(0, len(shas), 500):
-        for sha, key, far in Blob.objects.filter(pk__in=shas[i:i + 500]).values_list("sha256", "key", "remote"):
+        for sha, key, far, digest in Blob.objects.filter(pk__in=shas[i:i + 500]).values_list(
+                "sha256", "key", "remote", "blake3"):
             keys[sha] = key
             if far:
                 remote.add(sha)
+            if digest:
+                b3[sha] = digest
     urls = store.presign_get_many([keys.get(f.entry.ref) or blobs.blob_key(f.entry.ref) for f in files],
                                   expires=expires)
     if urls is None:
-        return [fallback(f) for f in files]
+        return [fallback(f) for f in files], b3
     # Bytes still at an upstream come through the hub, which fetches them on this first download.
-    return [fallback(f) if f.entry.ref in remote else url for f, url in zip(files, urls, strict=True)]
+    return [fallback(f) if f.entry.ref in remote else url for f, url in zip(files, urls, strict=True)], b3

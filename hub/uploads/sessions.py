@@ -233,7 +233,7 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
                 claim.check()
                 blob = blobs.claim(store, session.key, session.sha256, session.size, session.user)
             else:
-                digest, actual = store.sha256(session.key)
+                digest, b3, actual = store.digests(session.key)
                 if actual != session.size or (session.sha256 and digest != session.sha256):
                     raise UnprocessableEntity(
                         f"object {session.sha256 or '(no sha256 given)'}: the uploaded bytes ({actual} bytes, "
@@ -242,7 +242,7 @@ def complete_session(session: UploadSession, parts: list[tuple[int, str]] | None
                 if not session.sha256:  # the client left the hashing to us: the stored bytes define it
                     session.sha256 = digest
                     UploadSession.objects.filter(pk=session.pk).update(sha256=digest)
-                blob = blobs.install(store, session.key, session.sha256, session.size, session.user)
+                blob = blobs.install(store, session.key, session.sha256, session.size, session.user, blake3=b3)
         except CompletionInProgress:
             raise
         except StoreUnavailableError:

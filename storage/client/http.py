@@ -303,7 +303,7 @@ class HubClient:
     def manifest(self, repo_type: str, repo_id: str, revision: str | None = None, *, path: str = "",
                  include: Iterable[str] = (), exclude: Iterable[str] = (), limit: int | None = None
                  ) -> Iterator[dict]:
-        """Pages of the native manifest: {"commit", "files": [{path, size, sha256, lfs, etag, url}],
+        """Pages of the native manifest: {"commit", "files": [{path, size, sha256, lfs, etag, url, blake3?}],
         "expires_in"}. Pages after the first are asked for at the commit the first resolved, so a
         branch moving during a long listing cannot mix two commits."""
         params: list[tuple[str, Any]] = [("revision", revision), ("path", path or None), ("limit", limit)]

@@ -178,7 +178,7 @@ class LocalDirLayout:
         return VERIFY  # same size, no trustworthy record: hash it
 
     def verify_existing(self, rf: RemoteFile) -> bool:
-        if _hash_file(self.target(rf)).hexdigest() != rf.sha256:
+        if _hash_file(self.target(rf), h=rf.hasher()).hexdigest() != rf.digest():
             return False
         self._write_metadata(rf)
         return True
@@ -229,8 +229,8 @@ def pull(client: HubClient, repo_type: str, repo_id: str, *, revision: str | Non
          cache_dir: str | Path | None = None, workers: int = 8, limit_rate: float | None = None,
          progress: bool = True) -> PullResult:
     """Downloads the files of `repo_id` at `revision` (default branch) matching the globs into the
-    huggingface_hub cache, or into `local_dir`. Every file is verified against its sha256 before
-    it appears at its final path; files already there are not fetched again; an interrupted pull
+    huggingface_hub cache, or into `local_dir`. Every file is verified against its sha256 (or the
+    blake3 the hub recorded beside a checked sha256) before it appears at its final path; files already there are not fetched again; an interrupted pull
     continues from the bytes on disk. Raises HubClientError on failure."""
     pages = client.manifest(repo_type, repo_id, revision, include=list(include), exclude=list(exclude),
                             limit=5000)
