@@ -23,7 +23,18 @@ import requests
 from tests.conftest import django_modules_after, one_backend
 from tests.support.files import make_tree, read_tree
 from tests.support.hf import auth, lfs_batch
-from tests.support.hub_cli import client_env, failed, fetched, hub_cmd, ok, run, uploaded, watch_requests
+from tests.support.hub_cli import (
+    client_env,
+    failed,
+    fetched,
+    hub_cmd,
+    manifest_with_blake3,
+    ok,
+    run,
+    set_blake3,
+    uploaded,
+    watch_requests,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 2**20
@@ -688,23 +699,13 @@ def test_downloads_are_checked_against_the_blake3_the_hub_recorded(hub, alice, u
                                          "small.json": b'{"a": 1}\n'})
     repo = f"alice/blake3-{unique}"
     ok(run(client_env(hub, alice, tmp_path), "push", str(tmp_path / "src"), repo, "--private"))
-    url = f"{hub.url}/api/v1/repos/model/{repo}/manifest"
-    deadline = time.time() + 60  # on S3 the checked parts' whole-file hash is checked in the background
-    while True:
-        listed = {f["path"]: f for f in requests.get(url, headers=auth(alice), timeout=30).json()["files"]}
-        if all("blake3" in f for f in listed.values()) or time.time() > deadline:
-            break
-        time.sleep(0.5)
+    listed = manifest_with_blake3(hub, alice, repo)
     for path, data in files.items():
         assert listed[path]["blake3"] == blake3.blake3(data).hexdigest(), path
 
-    def set_blake3(path: str, value: str) -> None:
-        hub.manage("shell", "-c", "from hub.content.models import Blob; "
-                   f"Blob.objects.filter(pk='{listed[path]['sha256']}').update(blake3='{value}')")
-
     wrong = "0" * 64
     for path, segment in (("big.bin", "4MiB"), ("mid.bin", "64MiB"), ("small.json", "64MiB")):
-        set_blake3(path, wrong)
+        set_blake3(hub, listed[path]["sha256"], wrong)
         out = tmp_path / f"out-{path}"
         env = client_env(hub, alice, tmp_path, HUB_SEGMENT_SIZE=segment)
         err = failed(run(env, "pull", repo, "--include", path, "--local-dir", str(out)), path, "blake3",
@@ -715,7 +716,7 @@ def test_downloads_are_checked_against_the_blake3_the_hub_recorded(hub, alice, u
         assert report == {listed[path]["sha256"]: True}
         ok(run(env, "pull", repo, "--include", path, "--local-dir", str(out)))
         assert (out / path).read_bytes() == files[path]
-    again = {f["path"]: f for f in requests.get(url, headers=auth(alice), timeout=30).json()["files"]}
+    again = manifest_with_blake3(hub, alice, repo)
     assert {p: again[p]["blake3"] for p in files} == {p: listed[p]["blake3"] for p in files}
 
 

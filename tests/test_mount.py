@@ -23,6 +23,7 @@ from huggingface_hub import CommitOperationAdd, HfApi
 
 from tests.conftest import django_modules_after
 from tests.support.files import small_disk
+from tests.support.hub_cli import manifest_with_blake3, set_blake3
 from tests.support.mount import Mounts, _alive, _fuse_missing, _stop, client_env, hub_mount, ok
 from tests.support.servers import ROOT
 
@@ -134,6 +135,40 @@ def test_a_repo_mounts_read_only_and_reads_byte_for_byte(hub, alice, unique, tmp
 
     ok(hub_mount(client_env(hub, alice, tmp_path / "cache"), "umount", str(m)))
     assert not os.path.ismount(m)
+
+
+def test_the_mount_checks_what_it_fetches_against_the_recorded_blake3(hub, alice, unique, tmp_path, mounts):
+    """A large file (read in blocks) and a small one (fetched whole) are checked against the blake3
+    the manifest lists: with a wrong one recorded their reads fail with EIO although the bytes match
+    their sha256, and nothing enters the cache; once a scrub has recorded the right one, a fresh
+    mount reads them byte for byte."""
+    import blake3
+
+    repo = f"alice/b3mount-{unique}"
+    # (a small LFS file goes to S3 in one checked PUT, which the hub never reads: no blake3 until a scrub)
+    files = {"weights.bin": os.urandom(20 * MiB + 4321), "small.txt": f"{unique} small\n".encode() * 10_000}
+    push_files(hub, alice, repo, files, tmp_path)
+    listed = manifest_with_blake3(hub, alice, repo)
+    assert {p: listed[p]["blake3"] for p in files} == {p: blake3.blake3(d).hexdigest() for p, d in files.items()}
+    for path in files:
+        set_blake3(hub, listed[path]["sha256"], "1" * 64)
+
+    m = mounts.mount(client_env(hub, alice, tmp_path / "cache"), repo, "bad")
+    for name in files:
+        with pytest.raises(OSError) as exc:
+            for _ in range(100):  # a large file's blocks are served as they arrive: its check ends the reads
+                (m / name).read_bytes()
+                time.sleep(0.05)
+        assert exc.value.errno == errno.EIO, name
+    assert f"not the {'1' * 64} the hub recorded" in mounts.log("bad")
+    assert blobs_in(tmp_path / "cache") == {}
+
+    for path in files:
+        hub.manage("hub_scrub", "--sha256", listed[path]["sha256"])
+    m = mounts.mount(client_env(hub, alice, tmp_path / "cache-2"), repo, "good")
+    for name, data in files.items():
+        assert (m / name).read_bytes() == data, name
+    wait_cached(tmp_path / "cache-2", [listed[p]["sha256"] for p in files])
 
 
 def test_a_mount_stays_on_the_commit_it_resolved(hub, alice, unique, tmp_path, mounts):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import hashlib
 import logging
 import mmap
 import os
@@ -109,7 +108,7 @@ class StreamingBlob:
         except (OSError, AttributeError):
             self.dfd = -1
         self.dfd_opened = self.dfd
-        self.hash = hashlib.sha256()
+        self.hash = src.hasher()
         self.hashed = 0  # bytes from the start that are hashed
         self.finishing = False  # the whole file is hashed: one thread checks it
         self.hash_lock = threading.Lock()
@@ -444,10 +443,10 @@ class StreamingBlob:
             self._finish()
 
     def _finish(self) -> None:
-        digest = self.hash.hexdigest()
-        if digest != self.src.sha256:
-            log.error("%s: the bytes received hash to %s, not %s; dropped, reads fail with EIO",
-                      self.src.label, digest, self.src.sha256)
+        try:
+            self.src.check(self.hash.hexdigest())
+        except IntegrityError as err:
+            log.error("%s; dropped, reads fail with EIO", err)
             with self.cond:
                 self.bad = True
                 self.cond.notify_all()

@@ -11,7 +11,6 @@ Every request goes through the mount's client (bounded retries with backoff); no
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 
 import urllib3
 
-from storage.client import RETRYABLE_ERRORS, HubClient, IntegrityError, TransportError, body_chunks
+from storage.client import RETRYABLE_ERRORS, HubClient, IntegrityError, TransportError, body_chunks, digests
 from storage.mount.blocks import BLOCK, BufferPool, StreamingBlob, _pwrite_all
 from storage.mount.common import MOUNT_RETRY
 from storage.transfer.blobcache import BlobCache
@@ -50,6 +49,16 @@ class Source:
     url: str
     fresh_url: Callable[[], str] | None = None
     direct: tuple[str, float] | None = field(default=None, repr=False)  # (redirect target, when learnt)
+    blake3: str = ""  # recorded by the hub beside a checked sha256: the bytes are checked against it
+
+    def hasher(self):
+        return digests.hasher(self.blake3)
+
+    def check(self, digest: str) -> None:
+        """Raises IntegrityError unless `digest` (of `hasher()`) is that of the right bytes."""
+        if digest != digests.expected(self.sha256, self.blake3):
+            raise IntegrityError(digests.mismatch(self.label, digest, self.sha256, self.blake3),
+                                 code="ChecksumMismatch")
 
 
 @dataclass
@@ -217,7 +226,7 @@ class Fetcher:
                 self.counters.add(cache_hits=0 if prefetch else 1)
                 return
             buf = bytearray()
-            h = hashlib.sha256()
+            h = src.hasher()
 
             def sink(_offset: int, chunk: bytes) -> None:
                 buf.extend(chunk)
@@ -225,9 +234,9 @@ class Fetcher:
 
             if src.size:
                 self.read_range(src, 0, src.size, sink)
-            if h.hexdigest() != src.sha256 or len(buf) != src.size:
-                raise IntegrityError(f"{src.label}: the bytes received hash to {h.hexdigest()}, not {src.sha256}",
-                                     code="ChecksumMismatch")
+            if len(buf) != src.size:
+                raise IntegrityError(f"{src.label}: {len(buf)} bytes received, not {src.size}", code="ChecksumMismatch")
+            src.check(h.hexdigest())
             self.cache.put_bytes(src.sha256, buf, verified=True)
             self.counters.add(files_fetched=1, prefetched=1 if prefetch else 0)
         finally:
@@ -263,16 +272,14 @@ class Fetcher:
             finally:
                 os.close(cached)
             return
-        h = hashlib.sha256()
+        h = src.hasher()
 
         def sink(offset: int, chunk: bytes) -> None:
             _pwrite_all(fd, chunk, offset)
             h.update(chunk)
 
         self.read_range(src, 0, src.size, sink)
-        if h.hexdigest() != src.sha256:
-            raise IntegrityError(f"{src.label}: the bytes received hash to {h.hexdigest()}, not {src.sha256}",
-                                 code="ChecksumMismatch")
+        src.check(h.hexdigest())
         self.counters.add(files_fetched=1)
 
     def prefetch(self, sources: Iterable[Source], *, max_files: int, max_bytes: int) -> None:

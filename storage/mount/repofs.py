@@ -67,6 +67,7 @@ class Node:
     children: dict[str, Node] | None = None  # a directory's entries, once listed
     has_subdirs: bool = False
     manifest_loaded: bool = False  # sha256 and URLs of every file directly inside are known
+    blake3: str = ""  # what the manifest says the hub recorded (storage.client.digests)
 
 
 @dataclass
@@ -117,7 +118,8 @@ class RepoTree:
                 node = node.children.setdefault(name, Node(True))
             if node.children is None:
                 node.children = {}
-            node.children[parts[-1]] = Node(False, item["size"], item["sha256"], item["url"], until)
+            node.children[parts[-1]] = Node(False, item["size"], item["sha256"], item["url"], until,
+                                            blake3=item.get("blake3") or "")
         self._mark_listed(self.root)
         self.complete = True
 
@@ -157,6 +159,7 @@ class RepoTree:
                             known = self.known.pop(e["path"], None)
                             if known is not None:
                                 node_.sha256, node_.url, node_.url_until = known[0]["sha256"], known[0]["url"], known[1]
+                                node_.blake3 = known[0].get("blake3") or ""
                 node.has_subdirs = subdirs
                 node.children = out
         return node.children
@@ -184,7 +187,8 @@ class RepoTree:
         now = time.monotonic()
         url = node.url if node.url and node.url_until > now else self.client.resolve_url(
             self.repo_type, self.repo_id, self.commit, rel)
-        return Source(node.sha256, node.size, rel, url, fresh_url=lambda: self._fresh_url(rel, node))
+        return Source(node.sha256, node.size, rel, url, fresh_url=lambda: self._fresh_url(rel, node),
+                      blake3=node.blake3)
 
     def _learn(self, rel: str, node: Node) -> None:
         parent_path = rel.rsplit("/", 1)[0] if "/" in rel else ""
@@ -206,6 +210,7 @@ class RepoTree:
                 child = node.children.get(item["path"].rsplit("/", 1)[-1]) if node.children else None
                 if child is not None and not child.is_dir:
                     child.sha256, child.url, child.url_until = item["sha256"], item["url"], until
+                    child.blake3 = item.get("blake3") or ""
         node.manifest_loaded = True
 
     def _fresh_url(self, rel: str, node: Node) -> str:
@@ -213,7 +218,7 @@ class RepoTree:
         if not page["files"] or page["files"][0]["path"] != rel:
             raise NotFoundError(f"{rel!r} is not in {self.repo_id} at {self.commit[:12]}", code="EntryNotFound")
         item = page["files"][0]
-        node.sha256, node.url = item["sha256"], item["url"]
+        node.sha256, node.url, node.blake3 = item["sha256"], item["url"], item.get("blake3") or ""
         node.url_until = time.monotonic() + page.get("expires_in", 900) * URL_MARGIN
         return node.url
 

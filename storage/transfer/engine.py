@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import urllib3
-from blake3 import blake3 as new_blake3
 
 from storage.client import (
     COMPLETE_RETRY,
@@ -46,6 +45,7 @@ from storage.client import (
     HubClientError,
     IntegrityError,
     TransportError,
+    digests,
     file_changed,
 )
 from storage.client.settings import user_size
@@ -129,17 +129,13 @@ class RemoteFile:
 
     def hasher(self):
         """A new hash of what a download of this file is checked with (`digest()` is what it must give)."""
-        return new_blake3() if self.blake3 else hashlib.sha256()
+        return digests.hasher(self.blake3)
 
     def digest(self) -> str:
-        return self.blake3 or self.sha256
+        return digests.expected(self.sha256, self.blake3)
 
     def mismatch(self, digest: str) -> str:
-        """What is wrong with bytes that hash to `digest` (of this file's `hasher()`)."""
-        if self.blake3:
-            return (f"{self.path}: the bytes received hash to blake3 {digest}, not the {self.blake3} the hub "
-                    f"recorded for sha256 {self.sha256}")
-        return f"{self.path}: the bytes received hash to {digest}, not {self.sha256}"
+        return digests.mismatch(self.path, digest, self.sha256, self.blake3)
 
 
 # --- scheduling -------------------------------------------------------------------------------------

@@ -74,3 +74,27 @@ def watch_requests(monkeypatch) -> list[tuple[str, str, int]]:
 
     monkeypatch.setattr(HubClient, "request", request)
     return seen
+
+
+def manifest_with_blake3(hub, token: str, repo: str, repo_type: str = "model", timeout: float = 60) -> dict[str, dict]:
+    """path -> manifest item of every file of `repo`, once each lists the blake3 the hub records when
+    it has hashed the stored bytes (on S3 a checked upload's whole file is hashed in the background)."""
+    import time
+
+    import requests
+
+    url = f"{hub.url}/api/v1/repos/{repo_type}/{repo}/manifest"
+    deadline = time.time() + timeout
+    while True:
+        resp = requests.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        assert resp.status_code == 200, resp.text
+        listed = {f["path"]: f for f in resp.json()["files"]}
+        if all("blake3" in f for f in listed.values()) or time.time() > deadline:
+            return listed
+        time.sleep(0.3)
+
+
+def set_blake3(hub, sha256: str, value: str) -> None:
+    """Overwrites the blake3 the hub recorded for a blob (as a wrong record would be)."""
+    hub.manage("shell", "-c", "from hub.content.models import Blob; "
+               f"Blob.objects.filter(pk='{sha256}').update(blake3='{value}')")
