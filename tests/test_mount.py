@@ -385,13 +385,20 @@ class _OutOfOrderStore:
     def __init__(self, data: bytes) -> None:
         self.data = data
 
-    def read_range(self, src, start: int, end: int, sink) -> None:
+    def read_range(self, src, start: int, end: int, sink, dest=None) -> None:
         from storage.mount.blocks import BLOCK, RUN
 
         if (start // BLOCK // RUN) % 2 == 0:
             time.sleep(0.05)
-        for pos in range(start, end, MiB):
-            sink(pos, memoryview(self.data)[pos:min(end, pos + MiB)])
+        pos = start
+        while pos < end:  # as the Fetcher's: into the memory `dest` names, if it names any
+            into = dest(pos, min(MiB, end - pos)) if dest is not None else None
+            if into is None:
+                into = memoryview(self.data)[pos:min(end, pos + MiB)]
+            else:
+                into[:] = self.data[pos:pos + len(into)]
+            sink(pos, into)
+            pos += len(into)
 
 
 def _streamed(tmp_path: Path, data: bytes, sha256: str):

@@ -15,7 +15,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, NamedTuple
 from urllib.parse import parse_qs, quote, urlencode, urljoin, urlsplit
 
@@ -443,11 +443,13 @@ _buffers = threading.local()
 MiB = 1 << 20
 
 
-def body_chunks(resp: urllib3.BaseHTTPResponse, n: int) -> Iterator[memoryview | bytes]:
+def body_chunks(resp: urllib3.BaseHTTPResponse, n: int,
+                dest: Callable[[int], memoryview | None] | None = None) -> Iterator[memoryview | bytes]:
     """Up to n bytes of a streamed body as memoryviews of one reused buffer of this thread (each
     valid until the next is asked for): socket reads straight into it, no allocation per MiB (a
     fresh 1 MiB object per read is an mmap, its page faults and an munmap: most of a download's
-    system time)."""
+    system time). `dest(k)`, if given, is asked before each read for the memory to read (up to k
+    bytes) into instead — the caller's own, saving it a copy — or None for that buffer."""
     fp = getattr(resp, "_fp", None)
     if fp is None or not hasattr(fp, "readinto") or resp.headers.get("Content-Encoding"):
         while n > 0 and (chunk := resp.read(min(MiB, n))):
@@ -458,11 +460,14 @@ def body_chunks(resp: urllib3.BaseHTTPResponse, n: int) -> Iterator[memoryview |
     if buf is None:
         buf = _buffers.buf = memoryview(bytearray(MiB))
     while n > 0:
-        got = fp.readinto(buf[:min(MiB, n)])
+        into = dest(min(MiB, n)) if dest is not None else None
+        if into is None:
+            into = buf[:min(MiB, n)]
+        got = fp.readinto(into)
         if not got:
             return
         n -= got
-        yield buf[:got]
+        yield into[:got]
 
 
 def _ack_now(resp: urllib3.BaseHTTPResponse) -> None:

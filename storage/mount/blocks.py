@@ -249,6 +249,29 @@ class StreamingBlob:
         done = first  # the blocks before this one are in
         no_buffer: set[int] = set()
 
+        def buffer(i: int) -> mmap.mmap | None:
+            """Block i's buffer (taken from the pool at its first byte), None if none was free."""
+            buf = self.filling.get(i)
+            if buf is None and i not in no_buffer:
+                buf = self.fetcher.buffers.get() if self.dfd >= 0 else None
+                if buf is None:
+                    no_buffer.add(i)
+                    self.fetcher.counters.add(unbuffered_blocks=1)
+                else:
+                    with self.cond:
+                        self.filling[i] = buf
+            return buf
+
+        def dest(offset: int, n: int) -> memoryview | None:
+            """Where the socket should put the next (up to) n bytes: their place in the block's buffer
+            (no copy through a buffer of the connection's), never past the block's end."""
+            i = offset // BLOCK
+            buf = buffer(i)
+            if buf is None:
+                return None
+            at = offset - i * BLOCK
+            return memoryview(buf)[at:min(at + n, BLOCK)]
+
         def sink(offset: int, chunk) -> None:
             nonlocal done
             self._hash_in_line(start, offset, chunk)
@@ -256,18 +279,11 @@ class StreamingBlob:
             while pos < len(chunk):  # (a chunk may end past a block's end)
                 i = (offset + pos) // BLOCK
                 take = min(len(chunk) - pos, (i + 1) * BLOCK - (offset + pos))
-                buf = self.filling.get(i)
-                if buf is None and i not in no_buffer:
-                    buf = self.fetcher.buffers.get() if self.dfd >= 0 else None
-                    if buf is None:
-                        no_buffer.add(i)
-                        self.fetcher.counters.add(unbuffered_blocks=1)
-                    else:
-                        with self.cond:
-                            self.filling[i] = buf
+                buf = buffer(i)
                 if buf is not None:
-                    at = offset + pos - i * BLOCK
-                    buf[at:at + take] = chunk[pos:pos + take]
+                    if not (isinstance(chunk, memoryview) and chunk.obj is buf):  # (else received in place)
+                        at = offset + pos - i * BLOCK
+                        buf[at:at + take] = chunk[pos:pos + take]
                 else:
                     _pwrite_all(self.fd, chunk[pos:pos + take], offset + pos)
                 pos += take
@@ -278,7 +294,7 @@ class StreamingBlob:
         try:
             if self.closing:
                 raise TransportError("closed", code="Closed")
-            self.fetcher.read_range(self.src, start, end, sink)
+            self.fetcher.read_range(self.src, start, end, sink, dest=dest)
         except BaseException as err:
             with self.cond:
                 for i in range(done, first + count):

@@ -155,11 +155,18 @@ class Fetcher:
                                  code="RangeIgnored", status=resp.status)
         return resp
 
-    def read_range(self, src: Source, start: int, end: int, sink: Callable[[int, bytes], None]) -> None:
+    def read_range(self, src: Source, start: int, end: int, sink: Callable[[int, bytes], None],
+                   dest: Callable[[int, int], memoryview | None] | None = None) -> None:
         """Calls sink(offset, chunk) for the bytes [start, end) — a chunk is valid during the call
-        only — reconnecting after a failure from the last byte received (MOUNT_RETRY.attempts failures in a row give up)."""
+        only — reconnecting after a failure from the last byte received (MOUNT_RETRY.attempts failures in a row give up).
+        `dest(offset, n)`, if given, may name the memory the next bytes (up to n) are received into
+        (the chunk is then a view of it), or None for a buffer of this thread's."""
         pos = start
         failures = 0
+
+        def into(n: int) -> memoryview | None:
+            return dest(pos, n)  # (where the bytes from `pos` on go, as the loop below has advanced it)
+
         while pos < end:
             try:
                 resp = self._open(src, pos, end)
@@ -167,7 +174,7 @@ class Fetcher:
                     if resp.status == 200 and pos:  # a server that ignored the range
                         for _skipped in body_chunks(resp, pos):
                             pass
-                    for chunk in body_chunks(resp, end - pos):
+                    for chunk in body_chunks(resp, end - pos, None if dest is None else into):
                         sink(pos, chunk)
                         pos += len(chunk)
                         failures = 0
