@@ -179,6 +179,10 @@ def malloc(n: int) -> int:
 FUSE_BUF_IS_FD, FUSE_BUF_FD_SEEK, FUSE_BUF_FD_RETRY = 1 << 1, 1 << 2, 1 << 3
 FUSE_CAP_SPLICE_WRITE, FUSE_CAP_SPLICE_MOVE = 1 << 7, 1 << 8
 FUSE_CAP_READDIRPLUS_AUTO = 1 << 14  # fuse_common.h (libfuse 3)
+# The kernel's read-ahead on a repo mount (not its default 128 KiB): reads come in requests of up to
+# 1 MiB, fewer and larger calls into Python (storage.mount.commands raises the bdi's; INIT's
+# max_readahead caps it, so repo mounts ask for as much there).
+READAHEAD = 4 << 20
 
 
 def _vector(bufpp):

@@ -37,6 +37,7 @@ from storage.mount.common import (
     FUSE_CAP_READDIRPLUS_AUTO,
     FUSE_CAP_SPLICE_MOVE,
     FUSE_CAP_SPLICE_WRITE,
+    READAHEAD,
     ErrorLog,
     fuse_op,
     malloc,
@@ -264,6 +265,9 @@ class RepoOps(Operations):
             # Every listing with attributes (storage.mount.listing), not only a directory's first
             # page: they cost nothing here, and each entry without them is a LOOKUP later.
             conn.want &= ~FUSE_CAP_READDIRPLUS_AUTO
+            # The kernel takes min(its bdi's read-ahead, this) when it reads the INIT reply: the
+            # bdi's is raised before that (storage.mount.commands), this must not cap it again.
+            conn.max_readahead = max(conn.max_readahead, READAHEAD)
             log.debug("kernel connection: max_write %d, max_read %d, max_readahead %d, capable %#x, want %#x",
                       conn.max_write, conn.max_read, conn.max_readahead, conn.capable, conn.want)
 
