@@ -230,8 +230,8 @@ def pull(client: HubClient, repo_type: str, repo_id: str, *, revision: str | Non
          progress: bool = True) -> PullResult:
     """Downloads the files of `repo_id` at `revision` (default branch) matching the globs into the
     huggingface_hub cache, or into `local_dir`. Every file is verified against its sha256 (or the
-    blake3 the hub recorded beside a checked sha256) before it appears at its final path; files already there are not fetched again; an interrupted pull
-    continues from the bytes on disk. Raises HubClientError on failure."""
+    blake3 the hub recorded beside a checked sha256) before it appears at its final path; files
+    already there are not fetched again; an interrupted pull continues from the bytes on disk. Raises HubClientError on failure."""
     pages = client.manifest(repo_type, repo_id, revision, include=list(include), exclude=list(exclude),
                             limit=5000)
     first = next(pages)
