@@ -450,6 +450,12 @@ def test_the_mirror_command_mirrors_a_directory_in_process(embedded_hub, tmp_pat
     repo_id = f"lab/export-{uuid.uuid4().hex[:6]}"
     out = embedded_hub.manage("mirror", repo_id, "--type", "dataset", "--source", str(src)).stdout
     assert "done: 3 files (0 already stored)" in out and "branch main" in out
+    # The command finished the viewer its commit started before exiting (a task thread killed at the
+    # interpreter's exit leaves the run half done — or aborts the process from inside pyarrow).
+    r = requests.get(f"{embedded_hub.url}/api/datasets-server/first-rows", timeout=30,
+                     params={"dataset": repo_id, "config": "default", "split": "train"})
+    assert r.status_code == 200, r.text
+    assert [row["row"] for row in r.json()["rows"]] == [{"x": 1, "y": 2}]
     ours = snapshot(embedded_hub, None, repo_id, "main", tmp_path / "c", repo_type="dataset")  # public
     ours.pop(".gitattributes")
     assert ours == files
