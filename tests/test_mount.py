@@ -161,6 +161,11 @@ def test_the_mount_checks_what_it_fetches_against_the_recorded_blake3(hub, alice
                 time.sleep(0.05)
         assert exc.value.errno == errno.EIO, name
     assert f"not the {'1' * 64} the hub recorded" in mounts.log("bad")
+    # Nothing entered the cache; the part file goes once the kernel has released the last handle
+    # (FUSE sends that after close() returns) and the writes queued for it are done.
+    deadline = time.time() + 10
+    while blobs_in(tmp_path / "cache") and time.time() < deadline:
+        time.sleep(0.05)
     assert blobs_in(tmp_path / "cache") == {}
 
     for path in files:

@@ -56,9 +56,7 @@ class Source:
 
     def check(self, digest: str) -> None:
         """Raises IntegrityError unless `digest` (of `hasher()`) is that of the right bytes."""
-        if digest != digests.expected(self.sha256, self.blake3):
-            raise IntegrityError(digests.mismatch(self.label, digest, self.sha256, self.blake3),
-                                 code="ChecksumMismatch")
+        digests.check(self.label, digest, self.sha256, self.blake3)
 
 
 @dataclass

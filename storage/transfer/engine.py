@@ -128,14 +128,15 @@ class RemoteFile:
                    client.resolve_url(repo_type, repo_id, commit, item["path"]), item.get("blake3") or "")
 
     def hasher(self):
-        """A new hash of what a download of this file is checked with (`digest()` is what it must give)."""
+        """A new hash of what a download of this file is checked with (`check` takes its digest)."""
         return digests.hasher(self.blake3)
 
-    def digest(self) -> str:
-        return digests.expected(self.sha256, self.blake3)
+    def matches(self, digest: str) -> bool:
+        return digests.matches(digest, self.sha256, self.blake3)
 
-    def mismatch(self, digest: str) -> str:
-        return digests.mismatch(self.path, digest, self.sha256, self.blake3)
+    def check(self, digest: str, then: str = "run the command again") -> None:
+        """Raises IntegrityError (ChecksumMismatch) unless `digest` is that of the right bytes."""
+        digests.check(self.path, digest, self.sha256, self.blake3, then=then)
 
 
 # --- scheduling -------------------------------------------------------------------------------------
@@ -583,12 +584,11 @@ class PartSigner:
 
 
 def _verify(rf: RemoteFile, digest: str, partial: Path) -> None:
-    if digest != rf.digest():
+    if not rf.matches(digest):
         # Nothing of it can be trusted any more: start over next time.
         for p in (partial, _journal(partial)):
             p.unlink(missing_ok=True)
-        raise IntegrityError(f"{rf.mismatch(digest)}; they were discarded — run the command again",
-                             code="ChecksumMismatch")
+        rf.check(digest, then="they were discarded — run the command again")
 
 
 def _journal(partial: Path) -> Path:
@@ -683,9 +683,7 @@ def fetch_small(ctx: Context, rf: RemoteFile, tmp: Path) -> None:
     _stream_range(ctx, rf, 0, rf.size, lambda _offset, chunk: buf.extend(chunk))
     h = rf.hasher()
     h.update(buf)
-    digest = h.hexdigest()
-    if digest != rf.digest():
-        raise IntegrityError(f"{rf.mismatch(digest)}; run the command again", code="ChecksumMismatch")
+    rf.check(h.hexdigest())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(buf)

@@ -178,7 +178,7 @@ class LocalDirLayout:
         return VERIFY  # same size, no trustworthy record: hash it
 
     def verify_existing(self, rf: RemoteFile) -> bool:
-        if _hash_file(self.target(rf), h=rf.hasher()).hexdigest() != rf.digest():
+        if not rf.matches(_hash_file(self.target(rf), h=rf.hasher()).hexdigest()):
             return False
         self._write_metadata(rf)
         return True
