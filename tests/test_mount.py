@@ -6,6 +6,7 @@ Personas: alice owns the repos and the volume; bob is someone else. Every mount 
 test ends, passed or failed (fusermount3 -u -z, then the mount process is stopped)."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -21,7 +22,7 @@ import pytest
 import requests
 from huggingface_hub import CommitOperationAdd, HfApi
 
-from tests.conftest import django_modules_after
+from tests.conftest import django_modules_after, one_backend
 from tests.support.files import small_disk
 from tests.support.hub_cli import manifest_with_blake3, set_blake3
 from tests.support.mount import Mounts, _alive, _fuse_missing, _stop, client_env, hub_mount, ok
@@ -303,6 +304,37 @@ def test_a_cache_disk_that_fills_up_does_not_fail_the_read(hub, alice, unique, t
         assert not [p for p in (cache / "blobs").rglob("*") if p.is_file()]  # never a file that is not all there
         mounts.cleanup()  # (before the disk goes)
     assert "could not write big.bin to the cache" in mounts.log("full")
+
+
+def test_small_files_make_room_in_a_full_cache_or_are_read_from_memory(hub, alice, unique, tmp_path, mounts):
+    """The disk under the mount's cache fills up (with other files): a small file (fetched whole)
+    that does not fit makes room by evicting the least recently used blobs; one that still does not
+    fit is served from memory, with a warning, and not kept; once the disk has room, it is kept
+    again. (Before, opening it failed with ENOSPC.)"""
+    one_backend(hub)  # (the mount's side alone)
+    repo = f"alice/fullsmall-{unique}"
+    files = {"a.txt": os.urandom(256 * 1024), "b.txt": os.urandom(256 * 1024), "big.txt": os.urandom(2 * MiB)}
+    push_files(hub, alice, repo, files, tmp_path)
+    sha = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    with small_disk(tmp_path / "cache", "4m") as cache:
+        m = mounts.mount(client_env(hub, alice, cache, HUB_CACHE_SIZE="4MiB"), repo, "fullsmall", "--no-prefetch")
+        assert (m / "a.txt").read_bytes() == files["a.txt"]
+        assert set(blobs_in(cache)) == {sha["a.txt"]}
+        fd = os.open(cache / "filler.bin", os.O_WRONLY | os.O_CREAT, 0o644)  # the user's own files fill the disk
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"\0" * 4096)
+        os.close(fd)
+        assert (m / "b.txt").read_bytes() == files["b.txt"]
+        assert set(blobs_in(cache)) == {sha["b.txt"]}  # a.txt made room
+        assert (m / "big.txt").read_bytes() == files["big.txt"]
+        assert sha["big.txt"] not in blobs_in(cache)  # served from memory
+        log = mounts.log("fullsmall")
+        assert "could not write big.txt to the cache" in log and "free some space on its disk" in log
+        (cache / "filler.bin").unlink()
+        assert (m / "big.txt").read_bytes() == files["big.txt"]
+        assert sha["big.txt"] in blobs_in(cache)
+        mounts.cleanup()  # (before the disk goes)
 
 
 def test_listing_a_directory_prefetches_its_small_files(hub, alice, unique, tmp_path, mounts):

@@ -2,6 +2,8 @@
 
 * A file below WHOLE_FILE is fetched in one GET when it is opened (or prefetched when its directory
   is listed), verified by sha256 and put in the cache; reads are then pread(2) on the cached blob.
+  When the cache's disk refuses it (full — after the least recently used blobs made room, if they
+  could —, read-only, failing) the open file is served from memory instead and not kept.
 * A larger file is a StreamingBlob (storage.mount.blocks): fetched block by block as reads need
   it, with read-ahead for sequential readers, verified, then added to the cache.
 * Two processes never fetch the same blob at once: the fetcher holds the blob's lock (see
@@ -11,6 +13,7 @@ Every request goes through the mount's client (bounded retries with backoff); no
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -35,6 +38,7 @@ LOCK_WAIT = 120.0  # seconds to wait for another process fetching the same blob,
 URL_REUSE = 300.0  # seconds a redirect target (a presigned store URL) is reused without asking again
 WRITERS = 2  # threads writing large files' blocks to the cache (O_DIRECT: the interpreter is free meanwhile)
 PREFETCH_QUIET = 0.02  # seconds without a metadata request before the prefetch starts another file
+REFUSED_PAUSE = 30.0  # seconds the prefetch stops after the cache's disk refused a file
 
 
 @dataclass
@@ -99,6 +103,7 @@ class Fetcher:
         self._batches: deque = deque()
         self._feeder: threading.Thread | None = None
         self._quiet_from = 0.0  # monotonic time the prefetch may start files again
+        self._refused_at: float | None = None  # monotonic time the cache's disk last refused a file
         self.closed = False
 
     # --- HTTP ---------------------------------------------------------------------------------------
@@ -194,24 +199,25 @@ class Fetcher:
 
     # --- whole files ----------------------------------------------------------------------------------
 
-    def ensure_cached(self, src: Source, *, prefetch: bool = False) -> None:
-        """Makes sure the cache holds the whole file, verified. Concurrent calls for the same bytes
+    def ensure_cached(self, src: Source, *, prefetch: bool = False) -> bytes | None:
+        """Makes sure the cache holds the whole file, verified, and returns None — or, when the
+        cache's disk refused it, returns its verified bytes. Concurrent calls for the same bytes
         (other threads, other processes) wait for the one fetch."""
         if self.cache.get(src.sha256, src.size) is not None:
             if not prefetch:
                 self.counters.add(cache_hits=1)
-            return
+            return None
         with self._mu:
             fut = self._inflight.get(src.sha256)
             mine = fut is None
             if mine:
                 fut = self._inflight[src.sha256] = Future()
         if not mine:
-            fut.result()
-            return
+            return fut.result()
         try:
-            self._fetch_whole(src, prefetch)
-            fut.set_result(None)
+            left = self._fetch_whole(src, prefetch)
+            fut.set_result(left)
+            return left
         except BaseException as err:
             fut.set_exception(err)
             raise
@@ -219,17 +225,21 @@ class Fetcher:
             with self._mu:
                 self._inflight.pop(src.sha256, None)
 
-    def _fetch_whole(self, src: Source, prefetch: bool) -> None:
+    def _fetch_whole(self, src: Source, prefetch: bool) -> bytes | None:
         lock = self.cache.lock(src.sha256)
         deadline = time.monotonic() + LOCK_WAIT
-        while not lock.acquire(blocking=False):  # another process fetches it: wait, but not forever
-            if time.monotonic() > deadline:
+        while True:  # another process fetches it: wait, but not forever
+            try:
+                if lock.acquire(blocking=False) or time.monotonic() > deadline:
+                    break
+            except OSError as err:  # (the lock file cannot be created: the cache's disk is full)
+                log.debug("no lock for %s: %s", src.label, err)
                 break
             time.sleep(0.02)
         try:
             if self.cache.get(src.sha256, src.size) is not None:
                 self.counters.add(cache_hits=0 if prefetch else 1)
-                return
+                return None
             buf = bytearray()
             h = src.hasher()
 
@@ -242,10 +252,36 @@ class Fetcher:
             if len(buf) != src.size:
                 raise IntegrityError(f"{src.label}: {len(buf)} bytes received, not {src.size}", code="ChecksumMismatch")
             src.check(h.hexdigest())
-            self.cache.put_bytes(src.sha256, buf, verified=True)
             self.counters.add(files_fetched=1, prefetched=1 if prefetch else 0)
+            return None if self._keep(src, buf) else bytes(buf)
         finally:
             lock.release()
+
+    def _keep(self, src: Source, buf: bytearray) -> bool:
+        """Puts verified bytes in the cache; on a full disk, after the least recently used blobs
+        made room for them. False (and a warning, once a while) if the disk refuses them anyway, or
+        if they would push out more than half the cache (as BlobCache.adopt: a file bigger than the
+        limit was evicted as soon as it was added, and opening it failed)."""
+        if len(buf) > self.cache.limit // 2:
+            log.debug("%s is served from memory: %d bytes, the cache holds %d", src.label, len(buf), self.cache.limit)
+            return False
+        for attempt in (0, 1):
+            try:
+                self.cache.put_bytes(src.sha256, buf, verified=True)
+                return True
+            except OSError as err:
+                full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+                if attempt == 0 and full and self.cache.evict(max(0, self.cache.usage() - 2 * len(buf))):
+                    continue
+                with self._mu:
+                    quiet = self._refused_at is not None and time.monotonic() - self._refused_at < REFUSED_PAUSE
+                    self._refused_at = time.monotonic()
+                if not quiet:
+                    log.warning("could not write %s to the cache (%s): files are served from memory and not kept "
+                                "until it can take them%s", src.label, err,
+                                " — free some space on its disk" if full else "")
+                return False
+        return False
 
     def open_whole(self, src: Source) -> int:
         """A descriptor of the cached file, fetching it first if needed."""
@@ -253,7 +289,9 @@ class Fetcher:
             fd = self.cache.open(src.sha256, src.size)
             if fd is not None:
                 return fd
-            self.ensure_cached(src)
+            left = self.ensure_cached(src)
+            if left is not None:
+                return _in_memory(src, left)
             fd = self.cache.open(src.sha256, src.size)
             if fd is not None:
                 return fd  # (evicted between the two calls: rare, try again)
@@ -265,6 +303,10 @@ class Fetcher:
         blob, else fetched (small files through the cache, large ones straight into `fd`)."""
         cached = self.cache.open(src.sha256, src.size)
         if cached is None and src.size < WHOLE_FILE:
+            left = self.ensure_cached(src)
+            if left is not None:  # (the cache's disk refused it)
+                _pwrite_all(fd, left, 0)
+                return
             cached = self.open_whole(src)
         if cached is not None:
             try:
@@ -337,7 +379,8 @@ class Fetcher:
     def _prefetch_one(self, src: Source) -> None:
         try:
             self._wait_quiet()
-            if not self.closed:
+            refused = self._refused_at is not None and time.monotonic() - self._refused_at < REFUSED_PAUSE
+            if not self.closed and not refused:  # (fetched for nothing while the cache's disk refuses them)
                 self.ensure_cached(src, prefetch=True)
         except Exception as err:  # noqa: BLE001 - the read that needs the file reports it
             log.debug("prefetch of %s failed: %s", src.label, err)
@@ -391,3 +434,13 @@ class Fetcher:
         self.writer.shutdown(wait=False)  # (queued writes of closed blobs return at once and let their files go)
 
 
+def _in_memory(src: Source, data: bytes) -> int:
+    """A descriptor of `data` in memory (memfd), for reads of a file the cache could not keep; its
+    memory goes with the last descriptor."""
+    fd = os.memfd_create(f"hub-{src.sha256[:12]}", os.MFD_CLOEXEC)
+    try:
+        _pwrite_all(fd, data, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
