@@ -289,11 +289,14 @@ def test_ls_l_asks_the_mount_nothing_per_file(hub, alice, unique, tmp_path, moun
 
 def test_a_cache_disk_that_fills_up_does_not_fail_the_read(hub, alice, unique, tmp_path, mounts):
     """The mount's cache is on a disk too small for the large file being read: each block's write to
-    the cache runs behind the request that fetched it, and one that fails leaves the block in memory
-    for the readers (up to the mount's 24 block buffers) and the file out of the cache. (When the
-    write ran in line, the read failed with ENOSPC.)"""
+    the cache runs behind the request that fetched it, and one that fails switches the file to
+    memory: its blocks stay in buffers while the reads want them and are fetched again if wanted
+    later, and the file stays out of the cache. A file longer than the mount's 24 block buffers
+    reads to the end, and backwards. (When the write ran in line, the read failed with ENOSPC; when
+    the blocks stayed in their buffers, at 192 MiB.)"""
+    one_backend(hub)  # (the mount's side alone)
     repo = f"alice/fullcache-{unique}"
-    data = os.urandom(40 * MiB)  # 5 blocks of 8 MiB; the disk takes 1
+    data = os.urandom(26 * 8 * MiB + 4321)  # 27 blocks of 8 MiB; the disk takes 1
     push_files(hub, alice, repo, {"big.bin": data}, tmp_path)
     with small_disk(tmp_path / "cache", "12m") as cache:
         m = mounts.mount(client_env(hub, alice, cache), repo, "full", "--no-prefetch")
@@ -301,6 +304,12 @@ def test_a_cache_disk_that_fills_up_does_not_fail_the_read(hub, alice, unique, t
             got = fh.read()
         assert len(got) == len(data) and got == data
         assert stats(m)["bytes_fetched"] == len(data)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")  # (the kernel's copy of the mounted file too)
+        with open(m / "big.bin", "rb") as fh:
+            for offset in range(len(data) - MiB, -1, -5 * MiB):  # one MiB every 5, from the end
+                fh.seek(offset)
+                assert fh.read(MiB) == data[offset:offset + MiB], offset
+        assert stats(m)["bytes_fetched"] > len(data)  # what was let go came again
         assert not [p for p in (cache / "blobs").rglob("*") if p.is_file()]  # never a file that is not all there
         mounts.cleanup()  # (before the disk goes)
     assert "could not write big.bin to the cache" in mounts.log("full")

@@ -119,25 +119,34 @@ class StreamingBlob:
 
     def read(self, offset: int, size: int) -> bytes:
         """Bytes [offset, offset+size) (fewer at the end of the file)."""
-        n = self.ensure(offset, size)
-        if not n:
-            return b""
-        with self.cond:
-            return b"".join(bytes(part) for part in self._parts(offset, offset + n))
+        while True:
+            n = self.ensure(offset, size)
+            if not n:
+                return b""
+            with self.cond:
+                if self._held(offset, offset + n):
+                    return b"".join(bytes(part) for part in self._parts(offset, offset + n))
 
     def read_into(self, offset: int, size: int, alloc) -> tuple[int, int]:
         """As read, into memory that `alloc(n)` returns the address of: (address, n), for a reply
         libfuse frees. One copy, from the block buffers or the part file."""
-        n = self.ensure(offset, size)
-        addr = alloc(max(n, 1))
-        if n:
+        while True:
+            n = self.ensure(offset, size)
             with self.cond:
+                if n and not self._held(offset, offset + n):
+                    continue
+                addr = alloc(max(n, 1))
                 at = addr
                 for part in self._parts(offset, offset + n):
                     src = part if isinstance(part, bytes) else ctypes.addressof(ctypes.c_char.from_buffer(part))
                     ctypes.memmove(at, src, len(part))
                     at += len(part)
-        return addr, n
+                return addr, n
+
+    def _held(self, start: int, end: int) -> bool:
+        """(With cond held.) Whether [start, end) is still all present: a file the cache's disk
+        refused keeps its blocks in memory only, and may have let one go since ensure()."""
+        return all(self.state[i] == PRESENT for i in range(start // BLOCK, (end - 1) // BLOCK + 1))
 
     def _parts(self, start: int, end: int):
         """(With cond held.) [start, end) in pieces: views of the block buffers that hold them,
@@ -154,10 +163,18 @@ class StreamingBlob:
             pos = stop
 
     def shrink(self) -> None:
-        """Gives back the buffers of every block already on disk (the file is not being read)."""
+        """Gives back the buffers of every block already on disk — of every block, when the
+        cache's disk refused the file (the file is not being read)."""
         with self.cond:
-            for i in [i for i in self.resident if self.on_disk[i] and i not in self.pinned]:
-                self.fetcher.buffers.put(self.resident.pop(i))
+            for i in [i for i in self.resident if (self.on_disk[i] or self.write_failed) and i not in self.pinned]:
+                self._let_go(i)
+
+    def _let_go(self, i: int) -> None:
+        """(With cond held.) Block i's buffer back to the pool; the block is read again if it is
+        wanted and not on disk."""
+        self.fetcher.buffers.put(self.resident.pop(i))
+        if not self.on_disk[i]:
+            self.state[i] = MISSING
 
     def ensure(self, offset: int, size: int) -> int:
         """Makes bytes [offset, offset+size) present and returns how many there are (fewer at the
@@ -178,7 +195,7 @@ class StreamingBlob:
             self._need(i)
         return end - offset
 
-    def _need(self, i: int) -> None:
+    def _need(self, i: int, again: bool = False) -> None:
         with self.cond:
             while True:
                 if self.bad:
@@ -192,7 +209,12 @@ class StreamingBlob:
                     break
                 if not self.cond.wait(timeout=5.0) and self.closing:
                     raise TransportError(f"{self.src.label}: closed while reading", code="Closed")
-        self._fetch(i, 1, raise_errors=True)
+        try:
+            self._fetch(i, 1, raise_errors=True)
+        except OSError:  # (the page cache's write of a block found the disk full: now it goes to memory)
+            if again or not self.write_failed:
+                raise
+            self._need(i, again=True)
 
     def _release_behind(self) -> None:
         """(With cond held.) Gives back the buffers of blocks on disk that reads have left behind
@@ -200,9 +222,14 @@ class StreamingBlob:
         hashed is read back from the part file, i.e. from the disk, as O_DIRECT kept it out of the
         page cache. (Parallel runs finish out of order, so the hash often lags the reads by a few
         blocks.)"""
-        for i in [i for i in self.resident if self.on_disk[i] and (i + 2) * BLOCK <= self.frontier
-                  and i not in self.pinned and not self._hash_soon(i)]:
-            self.fetcher.buffers.put(self.resident.pop(i))
+        if self.write_failed:  # in memory only: keep what the reads are about to want, let the rest go
+            lo, hi = self.frontier // BLOCK - 2, self.frontier // BLOCK + READ_AHEAD + RUN
+            drop = [i for i in self.resident if not lo <= i <= hi and i not in self.pinned and not self._hash_soon(i)]
+        else:
+            drop = [i for i in self.resident if self.on_disk[i] and (i + 2) * BLOCK <= self.frontier
+                    and i not in self.pinned and not self._hash_soon(i)]
+        for i in drop:
+            self._let_go(i)
 
     def _hash_soon(self, i: int) -> bool:
         """Block i is not hashed yet, is within HASH_WINDOW blocks of where the hash is, and its
@@ -253,7 +280,9 @@ class StreamingBlob:
             """Block i's buffer (taken from the pool at its first byte), None if none was free."""
             buf = self.filling.get(i)
             if buf is None and i not in no_buffer:
-                buf = self.fetcher.buffers.get() if self.dfd >= 0 else None
+                buf = self.fetcher.buffers.get() if self.dfd >= 0 or self.write_failed else None
+                if buf is None and self.write_failed:  # nowhere else to keep it (the pool grows by it)
+                    buf = mmap.mmap(-1, BLOCK)
                 if buf is None:
                     no_buffer.add(i)
                     self.fetcher.counters.add(unbuffered_blocks=1)
@@ -285,7 +314,11 @@ class StreamingBlob:
                         at = offset + pos - i * BLOCK
                         buf[at:at + take] = chunk[pos:pos + take]
                 else:
-                    _pwrite_all(self.fd, chunk[pos:pos + take], offset + pos)
+                    try:
+                        _pwrite_all(self.fd, chunk[pos:pos + take], offset + pos)
+                    except OSError as err:
+                        self._refused(err)
+                        raise
                 pos += take
             while done < first + count and min((done + 1) * BLOCK, self.size) <= offset + len(chunk):
                 self._complete(done)
@@ -343,17 +376,24 @@ class StreamingBlob:
 
     def _write_queued(self, i: int, buf: mmap.mmap) -> None:
         try:
-            if not self.closing:
+            if not self.closing and not self.write_failed:
                 self._write(i, buf)
         except OSError as err:  # (a full disk, say) the block stays in its buffer; the file never enters the cache
-            with self.cond:
-                first, self.write_failed = not self.write_failed, True
-            if first:
-                log.warning("could not write %s to the cache (%s): it is served from memory, not kept", self.src.label,
-                            err)
+            self._refused(err)
         finally:
             with self.cond:
+                if self.write_failed:
+                    self._release_behind()
                 self._unbusy()
+
+    def _refused(self, err: OSError) -> None:
+        """The cache's disk refused a write: from now on the file is served from memory, block
+        buffers let go of what the reads have left behind, and it never enters the cache."""
+        with self.cond:
+            first, self.write_failed = not self.write_failed, True
+        if first:
+            log.warning("could not write %s to the cache (%s): it is served from memory, not kept", self.src.label,
+                        err)
 
     def _write(self, i: int, buf: mmap.mmap) -> None:
         start = i * BLOCK
