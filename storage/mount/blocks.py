@@ -89,6 +89,7 @@ class StreamingBlob:
         self.resident: dict[int, mmap.mmap] = {}  # PRESENT blocks held in a buffer
         self.filling: dict[int, mmap.mmap] = {}  # buffers of blocks being received
         self.pinned: set[int] = set()  # resident blocks being hashed: their buffers stay
+        self.writing: set[int] = set()  # resident blocks handed to the writers: their buffers stay too
         self.errors: dict[int, BaseException] = {}
         self.cond = threading.Condition()
         self.users = 0
@@ -166,11 +167,13 @@ class StreamingBlob:
         """Gives back the buffers of every block already on disk — of every block, when the
         cache's disk refused the file (the file is not being read)."""
         with self.cond:
-            for i in [i for i in self.resident if (self.on_disk[i] or self.write_failed) and i not in self.pinned]:
+            for i in [i for i in self.resident if (self.on_disk[i] or self.write_failed) and i not in self.pinned
+                      and i not in self.writing]:
                 self._let_go(i)
 
     def _let_go(self, i: int) -> None:
-        """(With cond held.) Block i's buffer back to the pool; the block is read again if it is
+        """(With cond held; never while a writer holds the buffer: it would write another block's
+        bytes in its place.) Block i's buffer back to the pool; the block is read again if it is
         wanted and not on disk."""
         self.fetcher.buffers.put(self.resident.pop(i))
         if not self.on_disk[i]:
@@ -224,7 +227,8 @@ class StreamingBlob:
         blocks.)"""
         if self.write_failed:  # in memory only: keep what the reads are about to want, let the rest go
             lo, hi = self.frontier // BLOCK - 2, self.frontier // BLOCK + READ_AHEAD + RUN
-            drop = [i for i in self.resident if not lo <= i <= hi and i not in self.pinned and not self._hash_soon(i)]
+            drop = [i for i in self.resident if not lo <= i <= hi and i not in self.pinned and i not in self.writing
+                    and not self._hash_soon(i)]
         else:
             drop = [i for i in self.resident if self.on_disk[i] and (i + 2) * BLOCK <= self.frontier
                     and i not in self.pinned and not self._hash_soon(i)]
@@ -368,10 +372,12 @@ class StreamingBlob:
         new blocks find no free buffer and go through the page cache instead."""
         with self.cond:
             self.busy += 1  # the descriptors stay open until it is written
+            self.writing.add(i)
         try:
             self.fetcher.writer.submit(self._write_queued, i, buf)
         except RuntimeError:  # shutting down
             with self.cond:
+                self.writing.discard(i)
                 self._unbusy()
 
     def _write_queued(self, i: int, buf: mmap.mmap) -> None:
@@ -382,6 +388,7 @@ class StreamingBlob:
             self._refused(err)
         finally:
             with self.cond:
+                self.writing.discard(i)
                 if self.write_failed:
                     self._release_behind()
                 self._unbusy()
