@@ -38,6 +38,7 @@ LOCK_WAIT = 120.0  # seconds to wait for another process fetching the same blob,
 URL_REUSE = 300.0  # seconds a redirect target (a presigned store URL) is reused without asking again
 WRITERS = 2  # threads writing large files' blocks to the cache (O_DIRECT: the interpreter is free meanwhile)
 PREFETCH_QUIET = 0.02  # seconds without a metadata request before the prefetch starts another file
+PREFETCH_PATIENCE = 2.0  # ...or after this long waiting for such a gap
 REFUSED_PAUSE = 30.0  # seconds the prefetch stops after the cache's disk refused a file
 
 
@@ -370,8 +371,11 @@ class Fetcher:
         self._quiet_from = time.monotonic() + PREFETCH_QUIET
 
     def _wait_quiet(self) -> None:
+        """Until metadata requests leave a gap — or PREFETCH_PATIENCE has passed: requests that
+        never stop (a program polling attributes) must not stop the prefetch for good."""
+        give_up = time.monotonic() + PREFETCH_PATIENCE
         while not self.closed:
-            wait = self._quiet_from - time.monotonic()
+            wait = min(self._quiet_from, give_up) - time.monotonic()
             if wait <= 0:
                 return
             time.sleep(wait)
