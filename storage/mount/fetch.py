@@ -200,7 +200,7 @@ class Fetcher:
 
     # --- whole files ----------------------------------------------------------------------------------
 
-    def ensure_cached(self, src: Source, *, prefetch: bool = False) -> bytes | None:
+    def ensure_cached(self, src: Source, *, prefetch: bool = False) -> bytearray | None:
         """Makes sure the cache holds the whole file, verified, and returns None — or, when the
         cache's disk refused it, returns its verified bytes. Concurrent calls for the same bytes
         (other threads, other processes) wait for the one fetch."""
@@ -226,7 +226,7 @@ class Fetcher:
             with self._mu:
                 self._inflight.pop(src.sha256, None)
 
-    def _fetch_whole(self, src: Source, prefetch: bool) -> bytes | None:
+    def _fetch_whole(self, src: Source, prefetch: bool) -> bytearray | None:
         lock = self.cache.lock(src.sha256)
         deadline = time.monotonic() + LOCK_WAIT
         while True:  # another process fetches it: wait, but not forever
@@ -254,7 +254,7 @@ class Fetcher:
                 raise IntegrityError(f"{src.label}: {len(buf)} bytes received, not {src.size}", code="ChecksumMismatch")
             src.check(h.hexdigest())
             self.counters.add(files_fetched=1, prefetched=1 if prefetch else 0)
-            return None if self._keep(src, buf) else bytes(buf)
+            return None if self._keep(src, buf) else buf
         finally:
             lock.release()
 
@@ -275,7 +275,7 @@ class Fetcher:
                 if attempt == 0 and full and self.cache.evict(max(0, self.cache.usage() - 2 * len(buf))):
                     continue
                 with self._mu:
-                    quiet = self._refused_at is not None and time.monotonic() - self._refused_at < REFUSED_PAUSE
+                    quiet = self._refusing()
                     self._refused_at = time.monotonic()
                 if not quiet:
                     log.warning("could not write %s to the cache (%s): files are served from memory and not kept "
@@ -283,6 +283,10 @@ class Fetcher:
                                 " — free some space on its disk" if full else "")
                 return False
         return False
+
+    def _refusing(self) -> bool:
+        """Whether the cache's disk refused a file within the last REFUSED_PAUSE seconds."""
+        return self._refused_at is not None and time.monotonic() - self._refused_at < REFUSED_PAUSE
 
     def open_whole(self, src: Source) -> int:
         """A descriptor of the cached file, fetching it first if needed."""
@@ -383,8 +387,7 @@ class Fetcher:
     def _prefetch_one(self, src: Source) -> None:
         try:
             self._wait_quiet()
-            refused = self._refused_at is not None and time.monotonic() - self._refused_at < REFUSED_PAUSE
-            if not self.closed and not refused:  # (fetched for nothing while the cache's disk refuses them)
+            if not self.closed and not self._refusing():  # (fetched for nothing while the cache's disk refuses them)
                 self.ensure_cached(src, prefetch=True)
         except Exception as err:  # noqa: BLE001 - the read that needs the file reports it
             log.debug("prefetch of %s failed: %s", src.label, err)
@@ -438,7 +441,7 @@ class Fetcher:
         self.writer.shutdown(wait=False)  # (queued writes of closed blobs return at once and let their files go)
 
 
-def _in_memory(src: Source, data: bytes) -> int:
+def _in_memory(src: Source, data: bytearray) -> int:
     """A descriptor of `data` in memory (memfd), for reads of a file the cache could not keep; its
     memory goes with the last descriptor."""
     fd = os.memfd_create(f"hub-{src.sha256[:12]}", os.MFD_CLOEXEC)
