@@ -589,6 +589,14 @@ def behind_text(s: Samples, tool: str) -> str:
     return f"{tool}: the hub's background check of the whole file ended {b:.1f} s after it returned (not in its time)"
 
 
+# boto3's upload as a user runs it: a script of its own (interpreter, `import boto3`, a client), as every
+# other side is a process of its own. The in-process side ("boto3") keeps the bench's warm client and
+# its target; this one shows what the hub CLI's start-up weighs against a script's.
+BOTO3_UPLOAD = ("import os, sys, boto3; from botocore.config import Config; "
+                "boto3.client('s3', endpoint_url=os.environ['AWS_ENDPOINT_URL'], region_name='us-east-1', "
+                "config=Config(s3={'addressing_style': 'path'})).upload_file(*sys.argv[1:4])")
+
+
 def case_upload(e: Env, args, label: str, src: Path) -> None:
     """Case 7: the big file (alone in its folder `src`) uploaded by each tool, fresh bytes each time."""
     big = src / "big.bin"
@@ -615,6 +623,9 @@ def case_upload(e: Env, args, label: str, src: Path) -> None:
                 took = run([HF, "upload", f"bench/{k}", str(big), "big.bin", "--repo-type", "dataset"], log,
                            env=e.hf_env(cache)).seconds
                 behind = xet_wait(e)
+            elif tool == "boto3 script":
+                took = run([PY, "-c", BOTO3_UPLOAD, str(big), e.bucket, f"{k}/big.bin"], log,
+                           env=e.peer_env() | e.rgw).seconds
             else:
                 t = time.perf_counter()
                 e.s3.upload_file(str(big), e.bucket, f"{k}/big.bin")
@@ -622,12 +633,13 @@ def case_upload(e: Env, args, label: str, src: Path) -> None:
             return {"time": took, "behind": behind}
         finally:
             shutil.rmtree(cache, ignore_errors=True)
-            if tool in ("rclone copy", "boto3"):
+            if tool in ("rclone copy", "boto3", "boto3 script"):
                 e.delete_prefix(f"{k}/")  # the one-node store's space
 
-    tools = ["hub cp", "hub push", "boto3", "rclone copy", "hf upload"]
+    tools = ["hub cp", "hub push", "boto3", "boto3 script", "rclone copy", "hf upload"]
     s = rounds(e, tools, args.rounds, one, "upload big")
-    peers = {"boto3": "boto3 upload_file", "rclone copy": "rclone copy", "hf upload": "hf upload"}
+    peers = {"boto3": "boto3 upload_file", "boto3 script": "boto3 upload_file (a script of its own)",
+             "rclone copy": "rclone copy", "hf upload": "hf upload"}
 
     for hub in ("hub cp", "hub push"):
         ratio_rows(s, hub, "time", f"{label} upload ({'to the volume' if hub == 'hub cp' else 'new repo'})", peers,
