@@ -440,11 +440,12 @@ class PartHashes:
     it is done. `part(n)` waits for part n; `whole()` for the whole file (checked not to have changed
     size meanwhile). A failure (the file changed, Ctrl-C: ctx.cancelled) is raised to every waiter.
 
-    Parts alone: PART_HASHERS threads, parts in order. Whole file too: one thread reads the file once,
-    front to back, and feeds each piece to both the whole file's hash and its part's — reading it
-    from the page cache is a copy the size of the file (preadv; an mmap would spare it, but a file
-    truncated under a mapping kills the process with SIGBUS), and that copy measured a third of a
-    1 GiB `hub cp`'s client CPU when each hash read the file for itself."""
+    PART_HASHERS threads hash the parts, in order; the whole file's hash, when wanted, runs on one
+    more thread. Each reads the file for itself (preadv from the page cache: a copy; an mmap would
+    spare it, but a file truncated under a mapping kills the process with SIGBUS). One thread feeding
+    every piece to both hashes read the file once, but made each part wait for two hashes on one core:
+    on two cores shared with the store the last parts' PUTs waited for it (1 GiB `hub cp`: 4.85 s
+    against 4.14 with the hashes apart, boto3 4.48 — bench/README.md)."""
 
     def __init__(self, ctx: Context, path: Path, size: int, part_size: int, parts: Iterable[int],
                  whole: bool = False, on_whole: Callable[[str], None] | None = None) -> None:
@@ -457,12 +458,11 @@ class PartHashes:
         self.error: BaseException | None = None
         self.running = 0
         self.cond = threading.Condition()
+        self.threads = [threading.Thread(target=self._guard, args=(self._parts,), name=f"hub-part-hash-{i}",
+                                         daemon=True) for i in range(PART_HASHERS if self.wanted else 0)]
         if whole:
-            self.threads = [threading.Thread(target=self._guard, args=(self._whole,), name="hub-whole-hash",
-                                             daemon=True)]
-        else:
-            self.threads = [threading.Thread(target=self._guard, args=(self._parts,), name=f"hub-part-hash-{i}",
-                                             daemon=True) for i in range(PART_HASHERS)]
+            self.threads.append(threading.Thread(target=self._guard, args=(self._whole,), name="hub-whole-hash",
+                                                 daemon=True))
 
     def start(self) -> PartHashes:
         self.running = len(self.threads)
@@ -511,18 +511,7 @@ class PartHashes:
 
     def _whole(self, fd: int) -> None:
         h = hashlib.sha256()
-        wanted = set(self.wanted)
-        for n in range(1, max(1, -(-self.size // self.part_size)) + 1):
-            start = (n - 1) * self.part_size
-            length = min(self.part_size, self.size - start)
-            if n not in wanted:
-                self._hash(fd, start, length, h)
-                continue
-            part = hashlib.sha256()
-            self._hash(fd, start, length, h, part)
-            with self.cond:
-                self.digests[n] = part.hexdigest()
-                self.cond.notify_all()
+        self._hash(fd, 0, self.size, h)
         if os.fstat(fd).st_size != self.size:
             raise file_changed(self.path)
         if self.error is None:
