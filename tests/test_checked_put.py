@@ -441,3 +441,33 @@ def live_id(hub, repo: str) -> str:
         f"print(UploadSession.objects.filter(repo__name='{repo.split('/')[1]}', state='open')"
         ".exclude(sha256='').values_list('id', flat=True).first())")).stdout
     return out.strip().splitlines()[-1]
+
+
+def test_the_whole_files_hash_is_refused_when_the_file_was_written_to_while_it_was_read(tmp_path):
+    """The parts' hashes and the whole file's read the file on threads of their own (two reads): a
+    file rewritten in place meanwhile could give parts the store accepts under a whole-file sha256
+    the assembled object does not have. The whole file's digest is handed out only if the file still
+    has the size and modification time it had before the first read. (The client's hashing alone,
+    on a real file: no hub is needed to show it.)"""
+    import hashlib
+
+    from storage.client import HubClient
+    from storage.transfer.engine import Context, PartHashes
+
+    path = tmp_path / "f.bin"
+    data = os.urandom(3 * MIB + 5)
+    path.write_bytes(data)
+    ctx = Context(HubClient("http://127.0.0.1:9", "unused"))
+    hashes = PartHashes(ctx, path, len(data), MIB, [1, 2, 3, 4], whole=True).start()
+    assert hashes.whole() == hashlib.sha256(data).hexdigest()  # untouched: the digest
+    assert hashes.part(2) == hashlib.sha256(data[MIB:2 * MIB]).hexdigest()
+
+    hashes = PartHashes(ctx, path, len(data), MIB, [1, 2, 3, 4], whole=True).start()
+    hashes.join()
+    time.sleep(0.05)  # (a file's mtime moves with the kernel's clock tick)
+    with open(path, "r+b") as fh:  # same size, other bytes, after both reads
+        fh.write(b"x")
+    with pytest.raises(Exception) as err:
+        hashes.whole()
+    assert getattr(err.value, "code", None) == "FileChanged", err.value
+    assert "changed while it was being uploaded" in str(err.value)

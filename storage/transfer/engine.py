@@ -445,7 +445,12 @@ class PartHashes:
     spare it, but a file truncated under a mapping kills the process with SIGBUS). One thread feeding
     every piece to both hashes read the file once, but made each part wait for two hashes on one core:
     on two cores shared with the store the last parts' PUTs waited for it (1 GiB `hub cp`: 4.85 s
-    against 4.14 with the hashes apart, boto3 4.48 — bench/README.md)."""
+    against 4.14 with the hashes apart, boto3 4.48 — bench/README.md). (A reader handing its buffers
+    to a second hashing thread, which would keep one read, measured slower than either: 5.2 s.)
+
+    Two reads could see two versions of a file rewritten in place: parts the store accepts under a
+    whole-file sha256 the assembled object does not have. So `whole()` also requires the file's size
+    and modification time to be what they were before the first read (file_changed otherwise)."""
 
     def __init__(self, ctx: Context, path: Path, size: int, part_size: int, parts: Iterable[int],
                  whole: bool = False, on_whole: Callable[[str], None] | None = None) -> None:
@@ -458,6 +463,7 @@ class PartHashes:
         self.error: BaseException | None = None
         self.running = 0
         self.cond = threading.Condition()
+        self.before = _version(path) if whole else None  # (size, mtime) before any hash read a byte
         self.threads = [threading.Thread(target=self._guard, args=(self._parts,), name=f"hub-part-hash-{i}",
                                          daemon=True) for i in range(PART_HASHERS if self.wanted else 0)]
         if whole:
@@ -537,11 +543,22 @@ class PartHashes:
         if self.error is not None:
             raise self.error
         assert self.whole_digest is not None
+        if self.before is None or _version(self.path) != self.before:  # (two versions may have been hashed)
+            raise file_changed(self.path)
         return self.whole_digest
 
     def join(self) -> None:
         for t in self.threads:
             t.join()
+
+
+def _version(path: Path) -> tuple[int, int] | None:
+    """(size, mtime) of a local file; None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 class PartSigner:
