@@ -451,7 +451,7 @@ def test_the_whole_files_hash_is_refused_when_the_file_was_written_to_while_it_w
     on a real file: no hub is needed to show it.)"""
     import hashlib
 
-    from storage.client import HubClient
+    from storage.client import HubClient, IntegrityError
     from storage.transfer.engine import Context, PartHashes
 
     path = tmp_path / "f.bin"
@@ -467,7 +467,7 @@ def test_the_whole_files_hash_is_refused_when_the_file_was_written_to_while_it_w
     time.sleep(0.05)  # (a file's mtime moves with the kernel's clock tick)
     with open(path, "r+b") as fh:  # same size, other bytes, after both reads
         fh.write(b"x")
-    with pytest.raises(Exception) as err:
+    with pytest.raises(IntegrityError) as err:
         hashes.whole()
-    assert getattr(err.value, "code", None) == "FileChanged", err.value
+    assert err.value.code == "FileChanged", err.value
     assert "changed while it was being uploaded" in str(err.value)

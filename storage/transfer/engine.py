@@ -488,7 +488,7 @@ class PartHashes:
                 self.running -= 1
                 self.cond.notify_all()
 
-    def _hash(self, fd: int, start: int, length: int, *hashes) -> None:
+    def _hash(self, fd: int, start: int, length: int, h) -> None:
         buf = bytearray(HASH_READ)
         view = memoryview(buf)
         while length > 0:
@@ -498,8 +498,7 @@ class PartHashes:
             got = os.preadv(fd, [view[:min(HASH_READ, length)]], start)
             if not got:
                 raise file_changed(self.path, "shrank")
-            for h in hashes:
-                h.update(view[:got])
+            h.update(view[:got])
             start, length = start + got, length - got
 
     def _parts(self, fd: int) -> None:
