@@ -494,7 +494,7 @@ class PartHashes:
         while length > 0:
             self.ctx.check()
             if self.error is not None:
-                return  # (another hash failed: it is what the waiters hear)
+                raise self.error  # (another hash failed: what this one hashed so far is no digest to hand out)
             got = os.preadv(fd, [view[:min(HASH_READ, length)]], start)
             if not got:
                 raise file_changed(self.path, "shrank")
