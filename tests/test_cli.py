@@ -38,6 +38,7 @@ from tests.support.hub_cli import (
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 2**20
+MB = 10**6
 
 
 # --- helpers ----------------------------------------------------------------------------------------
@@ -307,6 +308,63 @@ def test_it_lists_copies_and_shows_the_quota(hub, alice, unique, tmp_path):
     quota = ok(run(env, "quota")).stdout.splitlines()
     assert quota[0].startswith("alice: ") and " used of " in quota[0] and " reserved " in quota[0]
     assert re.fullmatch(r"\[[#.]{40}\]\s+\d+\.\d%", quota[1])
+
+
+def test_quota_says_which_uploads_hold_its_reservations_and_aborts_them(hub, alice, unique, tmp_path):
+    """An interrupted upload keeps its bytes reserved (so that it can be resumed): `hub quota` lists
+    what makes up the reserved figure, with the upload holding each part of it, the 413 says where to
+    look, and `hub quota --abort` gives an upload's bytes back — its owner's only."""
+    name = f"dora{unique}"
+    token = hub.manage("hub_token", name, "--quota", "60MB").stdout.strip().splitlines()[-1]
+    env = client_env(hub, token, tmp_path / "dora")
+    # What a killed `hub cp` and a killed `hub push` leave: sessions opened, never completed.
+    vol = requests.post(f"{hub.url}/api/volume/uploads", headers=auth(token), timeout=30,
+                        json={"path": "ckpt/step-100.pt", "size": 20 * MB, "checked": True})
+    assert vol.status_code == 201, vol.text
+    hub.api(token).create_repo(f"{name}/m")
+    big, small = hashlib.sha256(b"big" + unique.encode()).hexdigest(), hashlib.sha256(b"small" + unique.encode()).hexdigest()
+    objects = {o["oid"]: o for o in lfs_batch(hub, token, f"{name}/m", [(big, 25 * MB), (small, 1 * MB)])["objects"]}
+    lfs_id = objects[big]["actions"]["upload"]["header"]["upload_id"]
+    # (on S3 the small object too goes up in a session; the local store takes it in one PUT, no session)
+    small_id = (objects[small]["actions"]["upload"].get("header") or {}).get("upload_id")
+
+    shown = ok(run(env, "quota")).stdout.splitlines()
+    assert shown[0] == f"{name}: 557 B used of 60 MB, 46 MB reserved by uploads in progress, 14 MB available"  # (.gitattributes)
+    held = shown[shown.index(next(line for line in shown if line.startswith("reserved (46 MB)"))) + 1:]
+    assert [line.split()[:-4] for line in held] == [
+        ["25", "MB", f"{name}/m", "(sha256", f"{big[:12]})", "upload", lfs_id],
+        ["20", "MB", "volume:", "ckpt/step-100.pt", "upload", vol.json()["id"]],
+        ["1", "MB", f"{name}/m", "(sha256", f"{small[:12]})", "upload", small_id] if small_id else
+        ["1", "MB", "lfs", f"{name}/m", "(sha256", f"{small[:12]})"],  # (the batch's reservation: no session)
+    ], held
+    assert all(re.search(r"  lapses in (2[3-5]) h$", line) for line in held), held  # (a day, as the sessions)
+
+    # Over quota, the message says where the bytes went and how to get them back.
+    over = requests.post(f"{hub.url}/api/volume/uploads", headers=auth(token), timeout=30,
+                         json={"path": "ckpt/step-200.pt", "size": 20 * MB, "checked": True})
+    assert over.status_code == 413 and "46 MB of it reserved by uploads in progress: `hub quota` lists them, " \
+        "`hub quota --abort` gives their bytes back" in over.text, over.text
+
+    # Nobody else can end them: to another account they are not there.
+    failed(run(client_env(hub, alice, tmp_path / "alice"), "quota", "--abort", vol.json()["id"]),
+           f"{vol.json()['id']}: no upload of your account holding a reservation has this id")
+    aborted = ok(run(env, "quota", "--abort", vol.json()["id"]))
+    assert aborted.stderr.splitlines() == ["aborted the upload to volume: ckpt/step-100.pt (20 MB)",
+                                           "gave back 20 MB"]
+    assert requests.get(f"{hub.url}/api/quota", headers=auth(token), timeout=10).json()["reserved"] == 26 * MB
+    assert requests.delete(f"{hub.url}/api/volume/uploads/{vol.json()['id']}", headers=auth(token),
+                           timeout=10).status_code == 404  # ended: it can no more be resumed
+    aborted = ok(run(env, "quota", "--abort", "all"))
+    assert aborted.stderr.splitlines() == [f"aborted the upload to {name}/m (sha256 {big[:12]}) (25 MB)"] + (
+        [f"aborted the upload to {name}/m (sha256 {small[:12]}) (1 MB)", "gave back 26 MB"] if small_id else
+        ["gave back 25 MB"])
+    q = requests.get(f"{hub.url}/api/quota", headers=auth(token), timeout=10).json()
+    if small_id:
+        assert (q["reserved"], q["reservations"]) == (0, [])
+    else:  # the one PUT's URL lapses on its own
+        assert q["reserved"] == 1 * MB and [r["upload"] for r in q["reservations"]] == [None]
+    assert requests.get(f"{hub.url}/api/v1/uploads/{lfs_id}", headers=auth(token), timeout=10).json()["state"] == "aborted"
+    failed(run(env, "quota", "--abort", lfs_id), "no upload of your account holding a reservation has this id")
 
 
 def test_it_logs_in_and_out(hub, alice, tmp_path):

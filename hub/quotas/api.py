@@ -19,6 +19,18 @@ QuotaSchema = inline_serializer("Quota", {
     "limit_human": serializers.CharField(),
     "used_human": serializers.CharField(),
     "largest_consumers": serializers.ListField(child=serializers.DictField()),
+    "reservations": serializers.ListField(child=inline_serializer("Reservation", {
+        "bytes": serializers.IntegerField(help_text="reserved"),
+        "what": serializers.CharField(help_text="what for: the volume path, or the repo (and path), an upload "
+                                      "goes to"),
+        "upload": serializers.CharField(allow_null=True, help_text="the upload session holding it: its owner "
+                                        "gives the bytes back by ending it (DELETE the session)"),
+        "kind": serializers.ChoiceField(["lfs", "volume"], allow_null=True, help_text="DELETE /api/v1/uploads/"
+                                        "{upload} (lfs) or /api/volume/uploads/{upload} (volume)"),
+        "user": serializers.CharField(allow_null=True, help_text="who holds it"),
+        "created": serializers.DateTimeField(),
+        "expires": serializers.DateTimeField(help_text="when it lapses and its bytes are given back"),
+    }), help_text="what makes up `reserved`, largest first (up to 100)"),
 })
 
 

@@ -39,7 +39,7 @@ from django.utils.translation import gettext
 from hub.accounts.models import Namespace
 from hub.config import format_size
 from hub.content import refs
-from hub.content.models import Blob
+from hub.content.models import Blob, UploadSession
 from hub.errors import PayloadTooLarge
 from hub.quotas.models import Plan, Reservation
 
@@ -92,8 +92,9 @@ def _exceeded(ns: Namespace, limit: int, need: int) -> QuotaExceeded:
              "reserved": format_size(ns.reserved_bytes)}
     if ns.reserved_bytes:
         return QuotaExceeded(gettext("quota exceeded for %(name)s: %(used)s of %(limit)s used (%(reserved)s of it "
-                                     "reserved by uploads in progress), this upload needs %(need)s. Delete files "
-                                     "or repos, or ask for a larger quota.") % names)
+                                     "reserved by uploads in progress: `hub quota` lists them, `hub quota --abort` "
+                                     "gives their bytes back), this upload needs %(need)s. Delete files or repos, "
+                                     "or ask for a larger quota.") % names)
     return QuotaExceeded(gettext("quota exceeded for %(name)s: %(used)s of %(limit)s used, this upload needs "
                                  "%(need)s. Delete files or repos, or ask for a larger quota.") % names)
 
@@ -318,12 +319,13 @@ class QuotaReport:
     used: int
     reserved: int
     consumers: list[dict]
+    reservations: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"namespace": self.name, "limit": self.limit, "used": self.used, "reserved": self.reserved,
                 "available": max(0, self.limit - self.used - self.reserved),
                 "limit_human": format_size(self.limit), "used_human": format_size(self.used),
-                "largest_consumers": self.consumers}
+                "largest_consumers": self.consumers, "reservations": self.reservations}
 
 
 def report(ns: Namespace, top: int = 10) -> QuotaReport:
@@ -335,8 +337,50 @@ def report(ns: Namespace, top: int = 10) -> QuotaReport:
             _lapse(lock(ns))
     ns = Namespace.objects.select_related("plan").get(pk=ns.pk)
     consumers = [{"kind": kind, "id": ident, "bytes": size} for kind, ident, size in refs.consumers(ns, top)]
-    return QuotaReport(ns.name, limit_of(ns), ns.used_bytes, ns.reserved_bytes, consumers)
+    return QuotaReport(ns.name, limit_of(ns), ns.used_bytes, ns.reserved_bytes, consumers, reservations_of(ns))
 
+
+def reservations_of(ns: Namespace, top: int = 100) -> list[dict]:
+    """What makes up `reserved`, largest first: each reservation with what it is for and, when an
+    upload session holds it (a volume upload, an LFS multipart upload; an interrupted one keeps its
+    bytes reserved until it is resumed and completed, or lapses), that session's id — its owner
+    gives the bytes back by ending it (DELETE /api/volume/uploads/{id} or /api/v1/uploads/{id};
+    `hub quota --abort`). Reservations without a session (an LFS batch's single-request uploads, a
+    commit or volume write running now) lapse on their own when they expire."""
+    rows = list(Reservation.objects.filter(namespace=ns, expires__gte=timezone.now()).select_related("user")
+                .order_by("-size", "created")[:top])
+    if not rows:
+        return []
+    live = UploadSession.objects.filter(state=UploadSession.OPEN).select_related("repo__namespace")
+    by_reservation = {s.reservation_id: s for s in live.filter(reservation__in=[r.pk for r in rows])}
+    by_blob = {}  # an LFS batch reserves by sha256; its multipart session carries the same sha256
+    for s in live.filter(purpose="lfs", repo__namespace=ns,
+                         sha256__in=[r.sha256 for r in rows if r.sha256 and r.pk not in by_reservation]):
+        by_blob.setdefault((s.sha256, s.user_id), s)
+    out = []
+    for r in rows:
+        session = by_reservation.get(r.pk) or (by_blob.get((r.sha256, r.user_id)) if r.sha256 else None)
+        out.append({"bytes": r.size, "what": _held_for(r, session),
+                    "upload": str(session.pk) if session is not None else None,
+                    "kind": session.purpose if session is not None else None,
+                    "user": r.user.username if r.user is not None else None,
+                    "created": r.created.isoformat(), "expires": r.expires.isoformat()})
+    return out
+
+
+def _held_for(r: Reservation, session: UploadSession | None) -> str:
+    """What a reservation is for, in words: the volume path or the repo (and path) an upload goes to."""
+    target = (session.target or {}) if session is not None else {}
+    if session is not None and session.purpose == "volume":
+        return f"volume: {target.get('path', '')}"
+    if session is not None and session.repo is not None:
+        repo = session.repo
+        what = f"{'' if repo.type == 'model' else repo.type + 's/'}{repo.repo_id}"
+    else:
+        what = r.purpose or "an upload"
+    if target.get("path"):
+        return f"{what}: {target['path']}"
+    return f"{what} (sha256 {r.sha256[:12]})" if r.sha256 else what
 
 
 def namespace_for(user, name: str | None = None) -> Namespace:

@@ -5,6 +5,7 @@ import argparse
 import getpass
 import os
 import sys
+from datetime import UTC, datetime
 
 from storage.cli.common import (
     EPILOG,
@@ -12,6 +13,7 @@ from storage.cli.common import (
 )
 from storage.client import (
     HubClient,
+    NotFoundError,
     Settings,
     UsageError,
     load_credentials,
@@ -66,7 +68,10 @@ def cmd_whoami(args: argparse.Namespace) -> int:
 
 
 def cmd_quota(args: argparse.Namespace) -> int:
-    q = _client(args).quota(args.namespace)
+    client = _client(args)
+    if args.abort:
+        return _abort_uploads(client, args.namespace, args.abort)
+    q = client.quota(args.namespace)
     limit, used, reserved = q["limit"], q["used"], q["reserved"]
     frac = (used + reserved) / limit if limit else 1.0
     width = 40
@@ -76,6 +81,51 @@ def cmd_quota(args: argparse.Namespace) -> int:
     print(f"[{'#' * filled}{'.' * (width - filled)}] {frac:6.1%}")
     for c in q.get("largest_consumers") or []:
         print(f"  {format_size(c['bytes']):>10}  {c['kind']} {c['id']}")
+    held = q.get("reservations") or []
+    if held:
+        print(f"reserved ({format_size(reserved)}), largest first — an upload that was interrupted keeps its bytes "
+              "reserved until it is resumed (run it again) or lapses; `hub quota --abort ID|all` gives them back now:")
+        now = datetime.now(UTC)
+        for r in held:
+            expires = datetime.fromisoformat(r["expires"])
+            left = (expires.replace(tzinfo=expires.tzinfo or UTC) - now).total_seconds()
+            when = f"{max(1, round(left / 3600))} h" if left >= 5400 else f"{max(1, round(left / 60))} min"
+            print(f"  {format_size(r['bytes']):>10}  {r['what']}" + (f"  upload {r['upload']}" if r["upload"] else "")
+                  + f"  lapses in {when}" + (f"  (by {r['user']})" if r.get("user") and r["user"] != q["namespace"]
+                                              else ""))
+    return 0
+
+
+def _abort_uploads(client: HubClient, namespace: str | None, which: list[str]) -> int:
+    """Ends the upload sessions `hub quota` lists by id (or every one of the caller's: `all`): what
+    they sent is deleted and the bytes they reserve are given back."""
+    held: dict[str, list[dict]] = {}
+    for r in client.quota(namespace).get("reservations") or []:
+        if r["upload"]:
+            held.setdefault(r["upload"], []).append(r)
+    if which == ["all"]:
+        me = client.whoami()["name"]
+        ids = [upload for upload, rs in held.items() if rs[0].get("user") in (me, None)]
+    else:
+        ids = list(dict.fromkeys(which))
+    freed, refused = 0, []
+    for upload in ids:
+        rs = held.get(upload)
+        if rs is None:
+            refused.append(f"{upload}: no upload of {namespace or 'your account'} holding a reservation has this id "
+                           "(`hub quota` lists them)")
+            continue
+        try:
+            client.abort_upload(upload, kind=rs[0]["kind"])
+        except NotFoundError:
+            refused.append(f"{upload}: not yours, or it has just ended")
+            continue
+        freed += sum(r["bytes"] for r in rs)
+        say(f"aborted the upload to {rs[0]['what']} ({format_size(sum(r['bytes'] for r in rs))})")
+    if freed or not refused:
+        say(f"gave back {format_size(freed)}" if freed else "nothing to give back")
+    if refused:
+        raise NotFoundError("; ".join(refused), code="NoSuchUpload")
     return 0
 
 
@@ -96,7 +146,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_whoami)
 
     p = sub.add_parser("quota", help="storage used, reserved and allowed", description="Shows the account's "
-                       "storage: used, reserved by uploads in progress, limit, and the largest consumers.",
+                       "storage: used, reserved by uploads in progress (and which uploads hold it), limit, "
+                       "and the largest consumers.",
                        epilog=EPILOG)
     p.add_argument("--namespace", help="an organisation you belong to (default: your account)")
+    p.add_argument("--abort", nargs="+", metavar="ID", help="end these uploads in progress (ids as listed), or "
+                   "`all` of yours: what they sent is deleted and the bytes they reserve are given back")
     p.set_defaults(func=cmd_quota)

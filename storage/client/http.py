@@ -423,9 +423,11 @@ class HubClient:
         """Names the sha256 of a session opened without it: a killed push's next run resumes it."""
         self.json("PATCH", f"api/v1/uploads/{upload_id}", data={"sha256": sha256})
 
-    def abort_upload(self, upload_id: str) -> None:
-        """Ends the caller's own open upload session (its parts freed, its reservation released)."""
-        self.request("DELETE", self.url(f"api/v1/uploads/{upload_id}"), retry=NO_RETRY)
+    def abort_upload(self, upload_id: str, kind: str = "lfs") -> None:
+        """Ends the caller's own open upload session (its parts freed, its reservation released): of
+        an LFS object (`kind` "lfs") or of a volume file ("volume")."""
+        path = f"api/volume/uploads/{upload_id}" if kind == "volume" else f"api/v1/uploads/{upload_id}"
+        self.request("DELETE", self.url(path), retry=NO_RETRY)
 
     def upload_status(self, upload_id: str) -> dict:
         return self.json("GET", f"api/v1/uploads/{upload_id}")
