@@ -347,6 +347,32 @@ def test_the_quota_bar_moves_with_volume_uploads(site, page, unique, tmp_path) -
     assert int(page.locator("#quota .bar").get_attribute("aria-valuenow")) == 0
 
 
+def test_the_account_page_lists_interrupted_uploads_and_aborts_them(site, page, unique) -> None:
+    """What an interrupted upload holds shows under the quota bar, with an Abort for its owner that
+    gives the bytes back at once."""
+    bea = f"bea-{unique}"
+    token = site.manage("hub_token", bea, "--quota", "1MB").stdout.strip().splitlines()[-1]
+    started = requests.post(f"{site.url}/api/volume/uploads", headers={"Authorization": f"Bearer {token}"},
+                            json={"path": "ckpt/step-1.pt", "size": 600_000, "checked": True}, timeout=30)
+    assert started.status_code == 201, started.text
+    sign_in(page, site, bea)
+    page.goto(f"{site.url}/settings")
+    row = page.locator(f"#reservations tr[data-upload='{started.json()['id']}']")
+    assert re.fullmatch(r"volume: ckpt/step-1\.pt\s+600 kB\s+lapses in\s(1\sday|2[3-5]\shours)\s+Abort", row.inner_text().strip())
+    assert "600 kB reserved by uploads in progress" in page.locator("#quota").inner_text()
+    shot(page, site, "account-reservations")
+
+    page.once("dialog", lambda d: d.accept())
+    row.locator("button:has-text('Abort')").click()
+    assert "Aborted the upload to volume: ckpt/step-1.pt; 600 kB given back." in page.locator(".messages").inner_text()
+    assert page.locator("#reservations").count() == 0 and "reserved" not in page.locator("#quota").inner_text()
+    quota = requests.get(f"{site.url}/api/quota", headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
+    assert (quota["reserved"], quota["reservations"]) == (0, [])
+    # Ended: the session can no more be resumed, nor aborted twice.
+    assert requests.get(f"{site.url}/api/volume/uploads/{started.json()['id']}", timeout=30,
+                        headers={"Authorization": f"Bearer {token}"}).status_code == 404
+
+
 def test_it_manages_instances_and_their_mounts(site, page, unique) -> None:
     alice = f"alice-{unique}"
     sign_in(page, site, alice)

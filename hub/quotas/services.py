@@ -325,7 +325,9 @@ class QuotaReport:
         return {"namespace": self.name, "limit": self.limit, "used": self.used, "reserved": self.reserved,
                 "available": max(0, self.limit - self.used - self.reserved),
                 "limit_human": format_size(self.limit), "used_human": format_size(self.used),
-                "largest_consumers": self.consumers, "reservations": self.reservations}
+                "largest_consumers": self.consumers,
+                "reservations": [r | {"created": r["created"].isoformat(), "expires": r["expires"].isoformat()}
+                                 for r in self.reservations]}
 
 
 def report(ns: Namespace, top: int = 10) -> QuotaReport:
@@ -364,7 +366,7 @@ def reservations_of(ns: Namespace, top: int = 100) -> list[dict]:
                     "upload": str(session.pk) if session is not None else None,
                     "kind": session.purpose if session is not None else None,
                     "user": r.user.username if r.user is not None else None,
-                    "created": r.created.isoformat(), "expires": r.expires.isoformat()})
+                    "created": r.created, "expires": r.expires})
     return out
 
 

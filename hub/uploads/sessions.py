@@ -14,6 +14,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import DatabaseError, connection, connections, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from hub.content import blobs, signing
 from hub.content.blobs import MAX_PARTS, MIN_PART, blob_key, object_store, stored_blob
@@ -381,6 +382,21 @@ def abandon(session: UploadSession) -> bool:
             user=session.user_id, sha256=session.sha256, state=UploadSession.OPEN).exists():
         quotas.release_blobs(session.repo.namespace_id, [session.sha256], user=session.user_id)
     return True
+
+
+def end_upload(user, upload_id: str) -> UploadSession:
+    """The user's own open session `upload_id`, ended as its DELETE ends it: a volume upload aborted,
+    an LFS upload abandoned (what its batch reserved for its sha256 given back too). NotFound when
+    there is no such open session of theirs (someone else's is as missing as one that never was)."""
+    try:
+        pk = uuid.UUID(str(upload_id))
+    except ValueError:
+        pk = None
+    session = (UploadSession.objects.select_related("reservation", "repo")
+               .filter(pk=pk, user=user, state=UploadSession.OPEN).first()) if pk else None
+    if session is None or not (abandon(session) if session.purpose == "lfs" else abort_session(session)):
+        raise NotFound(gettext("this upload has ended already, or is not yours"))
+    return session
 
 
 def _drop_session_bytes(session: UploadSession) -> None:

@@ -28,6 +28,7 @@ from hub.instances import services as instances
 from hub.quotas import services as quotas
 from hub.repos import services as repos
 from hub.repos.models import Repo
+from hub.uploads import sessions as uploads
 from hub.volumes import services as volumes
 from hub.web.pages import actor_of, error_page, form_action, page
 
@@ -55,6 +56,24 @@ def overview(request: HttpRequest) -> HttpResponse:
     return render(request, "web/account/overview.html", {
         "section": "overview", "report": quotas.report(ns), "repos": catalog.repos_of(request.user),
         "orgs": accounts.user_orgs(request.user)})
+
+
+def _back_to_account(request: HttpRequest, *args, **kwargs) -> str:
+    return "/settings"
+
+
+@login_required
+@require_POST
+@form_action(_back_to_account)
+def abort_upload(request: HttpRequest, upload_id: str) -> HttpResponse:
+    """Ends one of the user's interrupted uploads listed on the overview: its bytes given back now."""
+    ns = quotas.namespace_for(request.user)
+    held = [r for r in quotas.reservations_of(ns) if r["upload"] == upload_id]
+    uploads.end_upload(request.user, upload_id)
+    if held:
+        messages.success(request, _("Aborted the upload to %(what)s; %(size)s given back.")
+                         % {"what": held[0]["what"], "size": format_size(sum(r["bytes"] for r in held))})
+    return redirect("/settings")
 
 
 # --- volume -----------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ urlpatterns = [
     path("accounts/login", account.LoginView.as_view(), name="login"),
     path("accounts/logout", auth_views.LogoutView.as_view(), name="logout"),
     path("settings", account.overview, name="account"),
+    path("settings/uploads/<str:upload_id>/abort", account.abort_upload),
     path("settings/language", language.set_language, name="set_language"),
     path("settings/volume", account.volume, name="volume"),
     path("settings/volume/file", account.volume_file),
