@@ -368,7 +368,7 @@ def test_the_account_page_lists_interrupted_uploads_and_aborts_them(site, page, 
     assert page.locator("#reservations").count() == 0 and "reserved" not in page.locator("#quota").inner_text()
     quota = requests.get(f"{site.url}/api/quota", headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
     assert (quota["reserved"], quota["reservations"]) == (0, [])
-    # Ended: the session can no more be resumed, nor aborted twice.
+    # Ended: the session can no more be resumed.
     assert requests.get(f"{site.url}/api/volume/uploads/{started.json()['id']}", timeout=30,
                         headers={"Authorization": f"Bearer {token}"}).status_code == 404
 
