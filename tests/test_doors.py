@@ -283,6 +283,7 @@ def requests_for(w: World) -> list[tuple[str, str, dict]]:
         ("POST", "/accounts/login", form({"username": w.root, "password": "guess"})),
         ("POST", "/accounts/logout", {}),
         ("POST", "/settings", {}),
+        ("POST", f"/settings/uploads/{up}/abort", {}),
         ("POST", "/settings/language", form({"language": "zh-hans", "next": "/"})),
         ("POST", "/settings/volume", {}),
         ("POST", "/settings/volume/file?path=secret.txt", {}),
