@@ -120,8 +120,9 @@ def _abort_uploads(client: HubClient, namespace: str | None, which: list[str]) -
         except NotFoundError:
             refused.append(f"{upload}: not yours, or it has just ended")
             continue
-        freed += sum(r["bytes"] for r in rs)
-        say(f"aborted the upload to {rs[0]['what']} ({format_size(sum(r['bytes'] for r in rs))})")
+        given = sum(r["bytes"] for r in rs)
+        freed += given
+        say(f"aborted the upload to {rs[0]['what']} ({format_size(given)})")
     if freed or not refused:
         say(f"gave back {format_size(freed)}" if freed else "nothing to give back")
     if refused:
